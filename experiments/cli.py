@@ -1,0 +1,50 @@
+"""`python -m experiments SUBCOMMAND`: the lab's command line.
+
+Subcommands (argparse, one module each):
+
+- `doctor [--start] [--backend B]`: what this machine can run, and which
+  ZooKeeper backend `auto` picks; `--start` also starts one server and reads it.
+- `zk up [--backend B] [--servers N] [--port P]`: a ZooKeeper (ensemble) to poke
+  at with any client, until Ctrl-C.
+- `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
+
+A problem the user can fix is printed as one paragraph (no traceback) and the
+exit status is 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lab_cluster.errors import LabError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import bench_zk, doctor, zk_up
+
+    parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    doctor.add_parser(sub)
+    zk = sub.add_parser("zk", help="run a ZooKeeper server or ensemble")
+    zk_sub = zk.add_subparsers(dest="zk_command", required=True, metavar="ZK_COMMAND")
+    zk_up.add_parser(zk_sub)
+    bench = sub.add_parser("bench", help="benchmarks that write their figures to files")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
+    bench_zk.add_parser(bench_sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except LabError as exc:
+        print(f"error: {exc.paragraph()}", file=sys.stderr)
+        if exc.details:
+            print(exc.details, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; everything the lab started has been stopped", file=sys.stderr)
+        return 130

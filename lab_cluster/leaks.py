@@ -1,0 +1,115 @@
+"""Find what a lab process left running, and remove what dead ones left.
+
+Every lab resource carries the pid of the process that owns it:
+
+- ZooKeeper JVMs: `-Drebalance.lab.owner=<pid>` on their command line;
+- containers: the label `rebalance-lab.owner=<pid>`;
+- temp dirs: `<tmp>/rebalance-lab-<pid>-...`;
+- fault proxies: in-process only (`faultproxy.open_proxies()`).
+
+`find_leaks(pid)` lists what is still there for one owner: the tests call it
+after stopping everything (and for child processes after they are killed).
+`reap_orphans()` removes whatever belongs to owners that no longer exist: it
+stands in for testcontainers' Ryuk where Ryuk's image cannot be pulled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+from .cleanup import OWNER_LABEL, OWNER_PROPERTY, TEMP_PREFIX
+from .faultproxy import open_proxies
+
+_OWNER_ARG = re.compile(rf"-D{re.escape(OWNER_PROPERTY)}=(\d+)")
+_TEMP_NAME = re.compile(rf"^{re.escape(TEMP_PREFIX)}(\d+)-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def lab_jvms() -> dict[int, int]:
+    """{jvm pid: owner pid} for every running lab ZooKeeper JVM."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        m = _OWNER_ARG.search(cmdline)
+        if m and _alive(int(entry.name)):
+            found[int(entry.name)] = int(m.group(1))
+    return found
+
+
+def lab_containers():
+    """[(container, owner pid)] for every lab container, if a Docker engine answers."""
+    try:
+        from .docker_engine import docker_client
+
+        client = docker_client(timeout_s=3)
+    except Exception:
+        return []
+    out = []
+    for c in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+        out.append((c, int(c.labels.get(OWNER_LABEL, "0"))))
+    return out
+
+
+def lab_temp_dirs() -> dict[Path, int]:
+    root = Path(tempfile.gettempdir())
+    found = {}
+    for path in root.glob(f"{TEMP_PREFIX}*"):
+        m = _TEMP_NAME.match(path.name)
+        if m and path.is_dir():
+            found[path] = int(m.group(1))
+    return found
+
+
+def find_leaks(owner_pid: int | None = None) -> list[str]:
+    """What the lab process `owner_pid` (default: this one) still has running or on disk."""
+    owner = owner_pid or os.getpid()
+    leaks = [f"ZooKeeper JVM pid {pid}" for pid, o in lab_jvms().items() if o == owner]
+    leaks += [f"container {c.name} ({c.status})" for c, o in lab_containers() if o == owner]
+    leaks += [f"temp dir {p}" for p, o in lab_temp_dirs().items() if o == owner]
+    if owner == os.getpid():
+        leaks += [f"fault proxy {p!r}" for p in open_proxies()]
+    return leaks
+
+
+def reap_orphans() -> list[str]:
+    """Remove JVMs, containers and temp dirs whose owning lab process is gone."""
+    reaped = []
+    for pid, owner in lab_jvms().items():
+        if not _alive(owner):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                reaped.append(f"ZooKeeper JVM pid {pid} (owner {owner} is gone)")
+            except ProcessLookupError:
+                pass
+    for container, owner in lab_containers():
+        if not _alive(owner):
+            container.remove(force=True)
+            reaped.append(f"container {container.name} (owner {owner} is gone)")
+    for path, owner in lab_temp_dirs().items():
+        if not _alive(owner):
+            shutil.rmtree(path, ignore_errors=True)
+            reaped.append(f"temp dir {path} (owner {owner} is gone)")
+    return reaped
