@@ -9,7 +9,11 @@ the lab compares with what its clients recorded:
 - `srvr` -> ``{"version": "3.9.5-…", "mode": "leader", "zxid": 4294967298, …}``;
 - `mntr` -> ``{"zk_version": "…", "zk_watch_count": 3, "zk_packets_sent": 41, …}``
   (numbers as ints or floats, like the server's own keys);
-- `wchc` -> ``{"0x10000a3f2d0000": ["/consumers/g/ids", …], …}`` (watches by session);
+- `wchc` -> ``{"0x10000a3f2d0000": ["/brokers/topics/t", …], …}`` (watches by session).
+  Beware: ZooKeeper 3.9's `wchc` (like `wchs` and `wchp`) lists *data* watches
+  only (those set by getData/exists); child watches (getChildren, the ones on
+  `/consumers/<g>/ids`) are missing from it, while `mntr`'s `zk_watch_count`
+  counts both kinds. The lab's cross-checks use each counter for what it counts;
 - `cons` -> ``[{"address": "127.0.0.1:51234", "sid": "0x1000…", "queued": 0, …}, …]``.
 
 Usage::

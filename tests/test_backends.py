@@ -1,0 +1,106 @@
+"""Each backend starts (or attaches to) a real server: ruok, mntr, an ephemeral node, a version."""
+
+import os
+import re
+
+import pytest
+from conftest import kazoo
+
+from lab_cluster.zk import provision
+
+
+def _exercise(ensemble):
+    server = ensemble.servers[0]
+    assert server.four_letter("ruok").strip() == "imok"
+    mntr = server.mntr()
+    assert mntr["zk_server_state"] in ("standalone", "leader", "follower")
+    assert re.match(r"3\.9\.\d+$", ensemble.version), ensemble.version
+    assert mntr["zk_version"].startswith(ensemble.version)
+    client = kazoo(ensemble.connect)
+    try:
+        path = client.create("/eph", b"v", ephemeral=True)
+        data, stat = client.get(path)
+        assert data == b"v"
+        assert stat.ephemeralOwner == client.client_id[0]
+    finally:
+        client.stop()
+        client.close()
+    # The ephemeral node went with the session.
+    other = kazoo(ensemble.connect)
+    try:
+        assert other.exists("/eph") is None
+    finally:
+        other.stop()
+        other.close()
+
+
+def test_embedded_backend_runs_a_real_server(ensembles):
+    zk = ensembles(servers=1, backend="embedded")
+    assert zk.backend == "embedded"
+    assert "embedded" in zk.reason
+    pid = zk.servers[0].pid
+    assert "QuorumPeerMain" in open(f"/proc/{pid}/cmdline").read()
+    _exercise(zk)
+
+
+@pytest.mark.docker
+def test_testcontainers_backend_runs_a_real_server(ensembles, docker_backend):
+    zk = ensembles(servers=1, backend=docker_backend)
+    assert zk.backend == "testcontainers"
+    container = zk.servers[0].container.get_wrapped_container()
+    container.reload()
+    assert container.status == "running"
+    assert container.attrs["HostConfig"]["NetworkMode"] == "host"
+    env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
+    assert env["ZOO_4LW_COMMANDS_WHITELIST"] == "*"  # configured the official image's way
+    assert env["ZOO_MY_ID"] == "1"
+    _exercise(zk)
+
+
+def test_external_backend_uses_the_servers_it_is_given(ensembles, monkeypatch):
+    real = ensembles(servers=1, backend="embedded")
+    monkeypatch.setenv("LAB_ZK_CONNECT", real.connect)
+    zk = ensembles(servers=1, backend="external")
+    assert zk.backend == "external"
+    assert zk.connect == real.connect
+    _exercise(zk)
+
+
+def test_external_backend_refuses_to_control_servers(ensembles, monkeypatch):
+    from lab_cluster.errors import LabError
+
+    real = ensembles(servers=1, backend="embedded")
+    monkeypatch.setenv("LAB_ZK_CONNECT", real.connect)
+    zk = ensembles(servers=1, backend="external")
+    with pytest.raises(LabError, match="cannot start, stop or pause"):
+        zk.servers[0].pause()
+
+
+def test_auto_says_which_backend_and_why(monkeypatch):
+    from lab_cluster.zk import choose_backend
+    from lab_cluster.zk.backends import testcontainers_problem
+
+    monkeypatch.delenv("LAB_ZK_BACKEND", raising=False)
+    choice = choose_backend()
+    problem = testcontainers_problem()
+    if problem is None:
+        assert choice.name == "testcontainers" and "image" in choice.reason
+    else:
+        assert choice.name == "embedded" and problem.rstrip(".") in choice.reason
+
+
+def test_auto_falls_back_to_embedded_without_docker(monkeypatch):
+    from lab_cluster.zk import choose_backend
+
+    monkeypatch.delenv("LAB_ZK_BACKEND", raising=False)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    choice = choose_backend()
+    assert choice.name == "embedded"
+    assert "No Docker engine answers" in choice.reason
+
+
+def test_session_fixture_backend_is_reported(zk):
+    assert zk.backend in ("embedded", "testcontainers", "external")
+    record = zk.describe()
+    assert record["zk_backend"] == zk.backend and record["zk_version"] == zk.version
+    assert os.environ.get("LAB_ZK_BACKEND", "auto") in ("auto", zk.backend)
