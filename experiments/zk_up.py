@@ -34,6 +34,6 @@ def run(args, stop: threading.Event | None = None) -> int:
         for (src, dst), proxy in sorted(zk.proxies.items()):
             console.print(f"  quorum link zk{src}->zk{dst}: proxy 127.0.0.1:{proxy.port}")
         console.print(f"connect string: [bold]{zk.connect}[/]")
-        console.print("Ctrl-C stops everything.", flush=True)
+        console.print("Ctrl-C stops everything.")
         (stop or threading.Event()).wait()
     return 0

@@ -1,0 +1,131 @@
+"""Bad input gets one clear paragraph, exit status 2, no traceback, and no hang.
+
+Each case runs the real CLI in a subprocess with a broken environment and a
+time limit; the time limit is a guard against hangs, not a speed assertion.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import kazoo
+
+from lab_cluster.leaks import find_leaks
+from lab_cluster.ports import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(*args, env_changes=None, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for key, value in (env_changes or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([sys.executable, "-m", "experiments", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_clear_error(result, *phrases):
+    assert result.returncode == 2, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
+    assert "Traceback" not in result.stderr + result.stdout
+    first = result.stderr.strip().splitlines()[0]
+    assert first.startswith("error: ")
+    for phrase in phrases:
+        assert phrase in result.stderr, (phrase, result.stderr)
+
+
+def test_java_missing():
+    result = cli("doctor", "--start", "--backend", "embedded",
+                 env_changes={"JAVA_HOME": None, "PATH": "/nonexistent"})
+    assert_clear_error(result, "Java was not found", "openjdk-17-jre-headless")
+
+
+def test_java_home_wrong():
+    result = cli("zk", "up", "--backend", "embedded", env_changes={"JAVA_HOME": "/nonexistent/jdk"})
+    assert_clear_error(result, "JAVA_HOME is set to /nonexistent/jdk")
+
+
+def test_unknown_backend():
+    result = cli("doctor", env_changes={"LAB_ZK_BACKEND": "zookeeper-in-the-cloud"})
+    assert_clear_error(result, "Unknown ZooKeeper backend 'zookeeper-in-the-cloud'", "embedded, testcontainers")
+
+
+def test_port_in_use():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = cli("zk", "up", "--backend", "embedded", "--port", str(port))
+    assert_clear_error(result, f"Port {port} on 127.0.0.1", "already in use")
+
+
+def test_docker_unreachable():
+    result = cli("doctor", "--start", "--backend", "testcontainers",
+                 env_changes={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert_clear_error(result, "No Docker engine answers at unix:///nonexistent/docker.sock", "setup.sh --docker")
+
+
+@pytest.mark.docker
+def test_image_missing_says_how_to_build_it(docker_backend):
+    result = cli("doctor", "--start", "--backend", docker_backend,
+                 env_changes={"LAB_ZK_IMAGE": "rebalance-lab/no-such-image:0"})
+    assert_clear_error(result, "rebalance-lab/no-such-image:0 is not in the local Docker engine",
+                       "docker/build-image.sh")
+
+
+def test_external_unreachable():
+    port = free_port()
+    result = cli("doctor", "--start", "--backend", "external",
+                 env_changes={"LAB_ZK_CONNECT": f"127.0.0.1:{port}"})
+    assert_clear_error(result, f"No server of LAB_ZK_CONNECT=127.0.0.1:{port} answered")
+
+
+def test_external_connect_string_malformed():
+    result = cli("doctor", "--start", "--backend", "external", env_changes={"LAB_ZK_CONNECT": "localhost"})
+    assert_clear_error(result, "is not a ZooKeeper connect string")
+
+
+def test_doctor_reports_a_usable_backend():
+    result = cli("doctor")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "backend embedded" in result.stdout and "backend:" in result.stdout
+
+
+def test_doctor_start_runs_ruok_and_mntr_and_stops():
+    result = cli("doctor", "--start", "--backend", "embedded")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ruok: imok" in result.stdout
+    assert "zk_server_state=standalone" in result.stdout
+    assert "started ZooKeeper 3.9." in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"), reason="needs Java")
+def test_zk_up_serves_until_ctrl_c_and_leaves_nothing():
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "zk", "up", "--backend", "embedded",
+                             "--servers", "3"], env=env, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        connect = None
+        for line in proc.stdout:
+            if line.startswith("connect string:"):
+                connect = line.split(":", 1)[1].strip()
+                break
+        assert connect and connect.count(",") == 2, proc.stderr.read()
+        client = kazoo(connect)
+        client.create("/poked", b"yes")
+        client.stop()
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert proc.returncode in (0, 130)
+    assert "Traceback" not in proc.stderr.read()
+    assert find_leaks(proc.pid) == []
