@@ -4,7 +4,7 @@ Time-to-ready is measured from the call to `provision()` to the moment every
 server serves, one leader is elected and (for containers) a kazoo client has
 connected; then the ensemble is closed and the next start begins. Figures: the
 median, min and max of `--repeats` starts per backend and ensemble size,
-written as JSON to `--out` (default `results/bench/zk_startup.json`) with the
+written as JSON to `--out` (default `benchmarks/zk_startup.json`) with the
 machine they were taken on. A benchmark, not a test: nothing here asserts a time.
 """
 
@@ -15,7 +15,7 @@ import os
 import platform
 import statistics
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--backends", default="embedded,testcontainers")
     p.add_argument("--sizes", default="1,3")
-    p.add_argument("--out", default="results/bench/zk_startup.json")
+    p.add_argument("--out", default="benchmarks/zk_startup.json")
     p.set_defaults(run=run)
 
 
@@ -76,7 +76,7 @@ def run(args) -> int:
                             "max_s": round(max(times), 3), "all_s": [round(t, 3) for t in times]})
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": "zk time-to-ready", "taken_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    doc = {"benchmark": "zk time-to-ready", "taken_at": datetime.now(UTC).isoformat(timespec="seconds"),
            "machine": machine(), "results": results}
     out.write_text(json.dumps(doc, indent=2) + "\n")
     table = Table(title=f"time to ready (median of {args.repeats})")

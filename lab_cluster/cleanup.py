@@ -32,8 +32,8 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 #: Prefix of every temp dir the lab makes: `rebalance-lab-<owner pid>-<purpose>-<random>`.
 TEMP_PREFIX = "rebalance-lab-"

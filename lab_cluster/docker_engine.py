@@ -30,8 +30,9 @@ def engine_address() -> str:
 
 def docker_client(timeout_s: float = 5.0):
     """A docker SDK client whose engine has answered a ping, or a LabError."""
-    import docker
     from docker.errors import DockerException
+
+    import docker
 
     try:
         client = docker.from_env(timeout=int(max(1, timeout_s)))

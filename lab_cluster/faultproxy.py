@@ -74,10 +74,10 @@ class _LoopThread:
         return fut.result(timeout_s)
 
 
-_open_proxies: set["FaultProxy"] = set()
+_open_proxies: set[FaultProxy] = set()
 
 
-def open_proxies() -> list["FaultProxy"]:
+def open_proxies() -> list[FaultProxy]:
     """The proxies of this process that are not closed (the leak check uses it)."""
     return list(_open_proxies)
 

@@ -55,8 +55,8 @@ def require_free(port: int, what: str, host: str = LOOPBACK) -> int:
     if port_in_use(port, host):
         raise LabError(
             f"Port {port} on {host}, asked for {what}, is already in use.",
-            "Stop whatever listens there (`ss -ltnp | grep :%d` shows it) or choose another port, "
-            "or leave the port out and the lab picks a free one." % port,
+            f"Stop whatever listens there (`ss -ltnp | grep :{port}` shows it) or choose another port, "
+            "or leave the port out and the lab picks a free one.",
         )
     return port
 

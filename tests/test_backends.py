@@ -6,8 +6,6 @@ import re
 import pytest
 from conftest import kazoo
 
-from lab_cluster.zk import provision
-
 
 def _exercise(ensemble):
     server = ensemble.servers[0]
@@ -104,3 +102,16 @@ def test_session_fixture_backend_is_reported(zk):
     record = zk.describe()
     assert record["zk_backend"] == zk.backend and record["zk_version"] == zk.version
     assert os.environ.get("LAB_ZK_BACKEND", "auto") in ("auto", zk.backend)
+
+
+def test_a_server_that_fails_to_start_shows_its_log():
+    from lab_cluster.errors import LabError
+    from lab_cluster.leaks import find_leaks
+    from lab_cluster.zk import ZkSettings, provision
+
+    running_before = set(find_leaks())  # e.g. the session's own server
+    with pytest.raises(LabError) as info:
+        provision(servers=1, backend="embedded", settings=ZkSettings(heap_mb=1))  # the JVM refuses a 1 MB heap
+    assert "exited during start-up" in info.value.problem
+    assert "heap" in info.value.details.lower()  # the server's own output, shown to the user
+    assert set(find_leaks()) == running_before  # the half-started ensemble was cleaned up

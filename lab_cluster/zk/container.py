@@ -99,7 +99,7 @@ class ZooKeeperContainer(DockerContainer):
     def connect(self) -> str:
         return f"{self.address.host}:{self.address.client_port}"
 
-    def start_without_waiting(self) -> "ZooKeeperContainer":
+    def start_without_waiting(self) -> ZooKeeperContainer:
         """Start the container but skip the wait (an ensemble member cannot serve alone)."""
         strategy, self._wait_strategy = self._wait_strategy, None
         try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 from ..cleanup import OWNER_PROPERTY, REAPER, child_preexec, make_temp_dir, remove_temp_dir
 from .distribution import ZkDistribution, find_distribution, find_java

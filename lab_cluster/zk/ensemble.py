@@ -23,8 +23,8 @@ Usage::
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from ..cleanup import REAPER
 from ..errors import LabError
@@ -53,7 +53,7 @@ class Ensemble:
     # -- construction -----------------------------------------------------------
     @classmethod
     def start(cls, backend: str, factory: ServerFactory, size: int, settings: ZkSettings,
-              reason: str = "") -> "Ensemble":
+              reason: str = "") -> Ensemble:
         """Start `size` servers with `factory` and wait until they serve with one leader."""
         if settings.client_port is not None:
             if size != 1:
@@ -161,7 +161,7 @@ class Ensemble:
         if errors:
             raise RuntimeError("; ".join(errors))
 
-    def __enter__(self) -> "Ensemble":
+    def __enter__(self) -> Ensemble:
         return self
 
     def __exit__(self, *exc) -> None:

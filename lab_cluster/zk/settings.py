@@ -30,8 +30,8 @@ that one follower's link to the leader can be delayed alone::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
-from typing import Iterator
 
 from ..ports import LOOPBACK, free_ports
 
@@ -57,7 +57,7 @@ class ZkSettings:
         """The settings as a flat dict, for results and reports."""
         return asdict(self)
 
-    def with_(self, **changes) -> "ZkSettings":
+    def with_(self, **changes) -> ZkSettings:
         return replace(self, **changes)
 
 
@@ -76,7 +76,8 @@ class ServerAddress:
         return f"{self.host}:{self.quorum_port}:{self.election_port};{self.host}:{self.client_port}"
 
 
-def plan_ensemble(size: int, *, client_port: int | None = None, ports: Iterator[int] | None = None) -> list[ServerAddress]:
+def plan_ensemble(size: int, *, client_port: int | None = None,
+                  ports: Iterator[int] | None = None) -> list[ServerAddress]:
     """Pick three loopback ports per server; sids are 1..size."""
     if size not in (1, 3, 5):
         raise ValueError(f"an ensemble has 1, 3 or 5 servers, not {size}")
