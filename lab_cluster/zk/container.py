@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import uuid
 
-from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.waiting_utils import WaitStrategy
@@ -30,7 +29,7 @@ from ..cleanup import OWNER_LABEL, REAPER
 from ..docker_engine import configure_testcontainers, docker_client, require_image, zk_image
 from ..errors import LabError
 from ..fourlw import parse_srvr, send
-from .server import ServerState, ZkServer, tail
+from .server import ServerState, ZkServer, kazoo_connects, tail
 from .settings import ServerAddress, ZkSettings, official_image_env, plan_ensemble, server_properties
 
 
@@ -57,14 +56,7 @@ class KazooConnectWaitStrategy(WaitStrategy):
             raise StopIteration  # no point polling a container that has died
         if not parse_srvr(send(self.host, self.port, "srvr", 1.0)).get("serving"):
             return False
-        client = KazooClient(hosts=f"{self.host}:{self.port}", timeout=2.0)
-        try:
-            client.start(timeout=3.0)
-            client.get("/")
-            return True
-        finally:
-            client.stop()
-            client.close()
+        return kazoo_connects(self.host, self.port)
 
     def wait_until_ready(self, container) -> None:
         if not self._poll(lambda: self._serving_and_connectable(container)):

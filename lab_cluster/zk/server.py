@@ -16,8 +16,12 @@ stay open, which is what a long GC pause or a frozen VM looks like to a client.
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from abc import ABC, abstractmethod
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
 from .. import fourlw
 from ..errors import LabError
@@ -93,7 +97,7 @@ class ZkServer(ABC):
             return None
 
     def wait_serving(self, timeout_s: float) -> dict:
-        """Wait until `ruok` says imok and `srvr` says it serves; return `srvr`.
+        """Wait until `ruok` says imok, `srvr` says it serves and kazoo connects; return `srvr`.
 
         Raises a LabError with the log tail if the process died or time ran out.
         """
@@ -107,7 +111,7 @@ class ZkServer(ABC):
             try:
                 if fourlw.parse_ruok(self.four_letter("ruok", 1.0))["ok"]:
                     info = self.srvr()
-                    if info.get("serving"):
+                    if info.get("serving") and kazoo_connects(self.address.host, self.address.client_port):
                         return info
                     last = "up but not serving yet (no quorum?)"
             except LabError as exc:
@@ -115,6 +119,24 @@ class ZkServer(ABC):
             time.sleep(0.2)
         raise LabError(f"ZooKeeper server {self.sid} ({self.backend}) did not serve within {timeout_s:.0f} s "
                        f"(last: {last}).", "Its log follows.", details=tail(self.log_text()))
+
+
+_quiet_kazoo = logging.getLogger("rebalance_lab.readiness")
+_quiet_kazoo.setLevel(logging.ERROR)  # refused connections while polling are expected, not news
+
+
+def kazoo_connects(host: str, port: int) -> bool:
+    """True when a kazoo client opens a session on `host:port` and reads `/`."""
+    client = KazooClient(hosts=f"{host}:{port}", timeout=2.0, logger=_quiet_kazoo)
+    try:
+        client.start(timeout=3.0)
+        client.get("/")
+        return True
+    except KazooTimeoutError:
+        return False
+    finally:
+        client.stop()
+        client.close()
 
 
 def tail(text: str, lines: int = 40) -> str:
