@@ -11,10 +11,15 @@ import threading
 
 from lab_cluster.zk import provision
 
-backend, servers, ending = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-zk = provision(servers=servers, backend=backend)
-print(f"READY {zk.connect}", flush=True)
-if ending == "raise":
-    raise RuntimeError("an experiment failed half-way")
-if ending == "wait":
-    threading.Event().wait()
+
+def main(backend: str, servers: int, ending: str) -> None:
+    zk = provision(servers=servers, backend=backend)
+    print(f"READY {zk.connect}", flush=True)
+    if ending == "raise":
+        raise RuntimeError("an experiment failed half-way")
+    if ending == "wait":
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
