@@ -115,3 +115,28 @@ def test_a_server_that_fails_to_start_shows_its_log():
     assert "exited during start-up" in info.value.problem
     assert "heap" in info.value.details.lower()  # the server's own output, shown to the user
     assert set(find_leaks()) == running_before  # the half-started ensemble was cleaned up
+
+
+def test_zookeeper_home_is_preferred_when_set(ensembles, monkeypatch, tmp_path):
+    """An Apache-release layout (`$ZOOKEEPER_HOME/lib/*.jar`) runs too; here made from the same real jars."""
+    from lab_cluster.zk.distribution import _from_pyspark, find_distribution
+
+    lib = tmp_path / "apache-zookeeper-bin" / "lib"
+    lib.mkdir(parents=True)
+    for jar in _from_pyspark().classpath:
+        (lib / os.path.basename(jar)).symlink_to(jar)
+    monkeypatch.setenv("ZOOKEEPER_HOME", str(lib.parent))
+    dist = find_distribution()
+    assert dist.source == "ZOOKEEPER_HOME" and all(p.startswith(str(lib)) for p in dist.classpath)
+    zk = ensembles(servers=1, backend="embedded")
+    assert zk.servers[0].distribution.source == "ZOOKEEPER_HOME"
+    _exercise(zk)
+
+
+def test_zookeeper_home_without_jars_is_a_clear_error(monkeypatch, tmp_path):
+    from lab_cluster.errors import LabError
+    from lab_cluster.zk.distribution import find_distribution
+
+    monkeypatch.setenv("ZOOKEEPER_HOME", str(tmp_path))
+    with pytest.raises(LabError, match="holds no zookeeper-X.Y.Z.jar"):
+        find_distribution()
