@@ -38,6 +38,7 @@ fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing debootstrap from Debian's packages"
+    [ -f /tmp/.rebalance-lab-apt-updated ] || { apt-get update -qq && touch /tmp/.rebalance-lab-apt-updated; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
   else
     echo "error: debootstrap is missing; install it (apt-get install debootstrap) as root." >&2
@@ -45,7 +46,7 @@ if ! command -v debootstrap >/dev/null 2>&1; then
   fi
 fi
 
-rootfs=$(mktemp -d /tmp/rebalance-lab-rootfs.XXXXXX)
+rootfs=$(mktemp -d /tmp/lab-debootstrap.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 
 echo "debootstrap $suite (minbase) from this machine's configured mirror into $rootfs"
