@@ -18,8 +18,7 @@ the lab compares with what its clients recorded:
 
 Usage::
 
-    >>> srvr("127.0.0.1", 2181)["mode"]          # doctest: +SKIP
-    'standalone'
+    srvr("127.0.0.1", 2181)["mode"]     # -> 'standalone'
 """
 
 from __future__ import annotations
