@@ -87,6 +87,14 @@ def ensembles():
         ensemble.close()
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """A local Spark session for the whole test run (stopped at exit)."""
+    from lab_cluster.spark import local_session
+
+    return local_session("local[2]")
+
+
 @pytest.fixture
 def docker_backend():
     """'testcontainers', or a skip (a failure under CI) saying why it cannot run."""

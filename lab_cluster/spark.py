@@ -1,0 +1,43 @@
+"""A local Spark session for the lab, stopped by the reaper like everything else.
+
+`local_session()` gives `local[*]` with settings for a small machine (few
+shuffle partitions, no UI, loopback only). Experiments that run on a cluster
+build their own session with `--master`; everything that reads traces takes
+the session as an argument.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .cleanup import REAPER
+
+_session = None
+
+
+def local_session(master: str = "local[*]", app: str = "rebalance-lab"):
+    """The process's Spark session (created on first use, stopped at exit)."""
+    global _session
+    if _session is not None:
+        return _session
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    from pyspark.sql import SparkSession
+
+    _session = (SparkSession.builder.master(master).appName(app)
+                .config("spark.ui.enabled", "false")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.sql.shuffle.partitions", "4")
+                .config("spark.sql.session.timeZone", "UTC")
+                .getOrCreate())
+    _session.sparkContext.setLogLevel("ERROR")
+    REAPER.register("Spark session", stop_session)
+    return _session
+
+
+def stop_session() -> None:
+    global _session
+    if _session is not None:
+        _session.stop()
+        _session = None

@@ -1,0 +1,78 @@
+"""Load a trial's traces into Spark, and check that they are complete.
+
+`load_traces(spark, trial_dir)` reads every `traces/*.jsonl` of a trial into a
+DataFrame with the fixed schema `TRACE_SCHEMA` (the columns documented in
+`trace.py`). `check_complete(df)` answers, with Spark SQL, whether the trial
+may be analysed:
+
+- every actor that opened its trace closed it, unless the fault injector
+  recorded killing it (a `fault` event with `action` `kill` and that `target`):
+  a killed process's trace ends where the kill cut it, and says so;
+- every `processed` message was `produced`: a consumer cannot have processed
+  an offset the producer never wrote.
+
+A trial that fails either check is reported as incomplete with the reasons,
+never analysed as if it had succeeded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+TRACE_SCHEMA = StructType([
+    StructField("ts_ns", LongType(), True),  # always present
+    StructField("wall_ms", LongType(), True),  # always present
+    StructField("trial", StringType(), True),  # always present
+    StructField("design", StringType(), True),  # always present
+    StructField("actor", StringType(), True),  # always present
+    StructField("kind", StringType(), True),  # always present
+    StructField("topic", StringType(), True),
+    StructField("partition", IntegerType(), True),
+    StructField("offset", LongType(), True),
+    StructField("path", StringType(), True),
+    StructField("generation", IntegerType(), True),
+    StructField("member", StringType(), True),
+    StructField("error", StringType(), True),
+    StructField("fields", StringType(), True),
+])
+
+
+def load_traces(spark: SparkSession, trial_dir: str | Path) -> DataFrame:
+    """Every event of a trial, one row each, with `TRACE_SCHEMA`."""
+    pattern = str(Path(trial_dir) / "traces" / "*.jsonl")
+    return spark.read.schema(TRACE_SCHEMA).option("mode", "FAILFAST").json(pattern)
+
+
+@dataclass
+class Completeness:
+    complete: bool
+    problems: list[str] = field(default_factory=list)
+    #: Actors whose trace ends at a recorded kill.
+    killed: list[str] = field(default_factory=list)
+
+
+def check_complete(df: DataFrame, max_examples: int = 5) -> Completeness:
+    opened = df.where(F.col("kind") == "trace_open").select("actor").distinct()
+    closed = df.where(F.col("kind") == "trace_close").select("actor").distinct()
+    killed = (df.where((F.col("kind") == "fault") & (F.get_json_object("fields", "$.action") == "kill"))
+              .select(F.get_json_object("fields", "$.target").alias("actor")).distinct())
+    unclosed = opened.join(closed, "actor", "left_anti")
+    missing = sorted(r.actor for r in unclosed.join(killed, "actor", "left_anti").collect())
+    cut = sorted(r.actor for r in unclosed.join(killed, "actor", "inner").collect())
+
+    key = ["topic", "partition", "offset"]
+    produced = df.where(F.col("kind") == "produced").select(*key).distinct()
+    phantom = df.where(F.col("kind") == "processed").select("actor", *key).join(produced, key, "left_anti")
+    phantom_count = phantom.count()
+
+    problems = [f"the trace of {actor} was never closed (and no kill of it was recorded)" for actor in missing]
+    if phantom_count:
+        examples = ", ".join(f"{r.actor} processed {r.topic}-{r.partition}@{r.offset}"
+                             for r in phantom.orderBy(*key).limit(max_examples).collect())
+        problems.append(f"{phantom_count} processed message(s) were never produced: {examples}")
+    return Completeness(not problems, problems, cut)
