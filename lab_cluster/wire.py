@@ -1,0 +1,266 @@
+"""The lab's wire protocol: length-prefixed, versioned JSON frames with Kafka's error codes.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8
+JSON. A request names its API and version and carries a correlation id; the
+answer echoes the correlation id and carries an error code (0 = NONE)::
+
+    -> {"api": "Fetch", "version": 1, "correlation_id": 7, "client_id": "c1",
+        "topic": "t", "partition": 0, "offset": 42, "max_records": 100, "max_wait_ms": 500}
+    <- {"correlation_id": 7, "error_code": 0, "error": "NONE", "records": [...], "high_watermark": 57}
+
+JSON rather than Kafka's binary encoding so that a student can read a capture
+(`tcpdump -A -i lo port P`); the API names and error codes are Kafka's.
+
+Rules a server follows (`WireServer`):
+- a frame longer than `max_frame_bytes`, or one that is not a JSON object with
+  an `api`, gets an INVALID_REQUEST answer (correlation id -1 when unknown) and
+  its connection is closed: the byte stream can no longer be trusted;
+- an unknown API or version gets INVALID_REQUEST or UNSUPPORTED_VERSION and the
+  connection stays open;
+- a handler raises `WireError(code, message)` to answer with an error;
+  an unexpected exception answers UNKNOWN_SERVER_ERROR. Either way the server
+  keeps serving every other connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import socket
+import socketserver
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .ports import LOOPBACK
+
+MAX_FRAME_BYTES = 1 << 20
+_LENGTH = struct.Struct(">I")
+
+
+class ErrorCode(enum.IntEnum):
+    """Kafka's error codes (names and numbers), those the lab uses."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6  # Kafka 0.8 called it NotLeaderForPartition
+    REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    MEMBER_ID_REQUIRED = 79
+
+
+class WireError(Exception):
+    """An error answer: raised by handlers, and by clients that get one."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        self.code = ErrorCode(code)
+        self.message = message
+        super().__init__(f"{self.code.name}: {message}" if message else self.code.name)
+
+
+class ProtocolViolation(Exception):
+    """The byte stream is broken (bad length or bad JSON): the connection must close."""
+
+
+def encode(obj: dict) -> bytes:
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    return _LENGTH.pack(len(body)) + body
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None if not buf else bytes(buf)
+        buf += chunk
+    return bytes(buf)
+
+
+def read_frame(sock: socket.socket, max_frame_bytes: int = MAX_FRAME_BYTES) -> dict | None:
+    """One decoded frame, or None at a clean end of stream."""
+    head = _recv_exactly(sock, 4)
+    if head is None:
+        return None
+    if len(head) < 4:
+        raise ProtocolViolation("the connection ended inside a frame header")
+    (length,) = _LENGTH.unpack(head)
+    if length > max_frame_bytes:
+        raise ProtocolViolation(f"frame of {length} bytes is over the limit of {max_frame_bytes}")
+    body = _recv_exactly(sock, length) if length else b""
+    if body is None or len(body) < length:
+        raise ProtocolViolation("the connection ended inside a frame")
+    try:
+        obj = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolViolation(f"frame is not JSON ({exc.__class__.__name__})") from None
+    if not isinstance(obj, dict):
+        raise ProtocolViolation("frame is not a JSON object")
+    return obj
+
+
+Handler = Callable[[dict], dict]
+
+
+@dataclass(frozen=True)
+class Api:
+    name: str
+    versions: tuple[int, ...]
+    handler: Handler
+
+
+class WireServer:
+    """A threaded TCP server on loopback that dispatches frames to API handlers.
+
+    `add_api(name, versions, handler)` is the plug-in point: a broker registers
+    Produce, Fetch, ListOffsets and Metadata, and a group coordinator hosted by
+    the broker registers JoinGroup, SyncGroup and the rest.
+    """
+
+    def __init__(self, port: int = 0, max_frame_bytes: int = MAX_FRAME_BYTES, name: str = "wire"):
+        self.apis: dict[str, Api] = {}
+        self.max_frame_bytes = max_frame_bytes
+        self.name = name
+        outer = self
+
+        class _Conn(socketserver.BaseRequestHandler):
+            def handle(self):
+                outer._serve_connection(self.request)
+
+        class _Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = _Server((LOOPBACK, port), _Conn)
+        self.port = self._server.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    def add_api(self, name: str, versions: tuple[int, ...], handler: Handler) -> None:
+        if name in self.apis:
+            raise ValueError(f"API {name} is already registered")
+        self.apis[name] = Api(name, versions, handler)
+
+    def start(self) -> WireServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"{self.name}-accept", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def dispatch(self, request: dict) -> dict:
+        """Answer one well-formed frame (never raises)."""
+        cid = request.get("correlation_id", -1)
+        api = self.apis.get(request.get("api")) if isinstance(request.get("api"), str) else None
+        try:
+            if api is None:
+                raise WireError(ErrorCode.INVALID_REQUEST, f"unknown api {request.get('api')!r}; "
+                                f"this server has {sorted(self.apis)}")
+            if request.get("version") not in api.versions:
+                raise WireError(ErrorCode.UNSUPPORTED_VERSION,
+                                f"{api.name} version {request.get('version')!r}; supported: {list(api.versions)}")
+            answer = api.handler(request)
+            return {"correlation_id": cid, "error_code": 0, "error": "NONE", **answer}
+        except WireError as exc:
+            return {"correlation_id": cid, "error_code": int(exc.code), "error": exc.code.name,
+                    "message": exc.message}
+        except Exception as exc:  # a bug in a handler must not take the server down
+            return {"correlation_id": cid, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                    "error": "UNKNOWN_SERVER_ERROR", "message": f"{exc.__class__.__name__}: {exc}"}
+
+    def _serve_connection(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                request = read_frame(sock, self.max_frame_bytes)
+            except ProtocolViolation as exc:
+                self._send(sock, {"correlation_id": -1, "error_code": int(ErrorCode.INVALID_REQUEST),
+                                  "error": "INVALID_REQUEST", "message": f"{exc}; closing the connection"})
+                return
+            except OSError:
+                return
+            if request is None:
+                return
+            if not self._send(sock, self.dispatch(request)):
+                return
+
+    @staticmethod
+    def _send(sock: socket.socket, answer: dict) -> bool:
+        try:
+            sock.sendall(encode(answer))
+            return True
+        except OSError:
+            return False
+
+
+class WireClient:
+    """A blocking client for one server; one request at a time (thread-safe).
+
+    `request()` returns the answer; `call()` also raises `WireError` for an error answer.
+    Connection problems raise `ConnectionError` (the caller decides whether to retry
+    elsewhere, e.g. after finding the new leader).
+    """
+
+    def __init__(self, host: str, port: int, *, client_id: str = "", timeout_s: float = 10.0):
+        self.address = (host, port)
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._next_cid = 0
+
+    def request(self, api: str, version: int = 1, *, timeout_s: float | None = None, **body) -> dict:
+        with self._lock:
+            self._next_cid += 1
+            frame = {"api": api, "version": version, "correlation_id": self._next_cid,
+                     "client_id": self.client_id, **body}
+            try:
+                sock = self._connect()
+                sock.settimeout(timeout_s or self.timeout_s)
+                sock.sendall(encode(frame))
+                answer = read_frame(sock)
+            except (OSError, ProtocolViolation) as exc:
+                self.close_locked()
+                raise ConnectionError(f"{api} to {self.address[0]}:{self.address[1]} failed: {exc}") from None
+            if answer is None:
+                self.close_locked()
+                raise ConnectionError(f"{api} to {self.address[0]}:{self.address[1]}: connection closed")
+            return answer
+
+    def call(self, api: str, version: int = 1, **body) -> dict:
+        answer = self.request(api, version, **body)
+        if answer.get("error_code", 0) != 0:
+            raise WireError(answer["error_code"], answer.get("message", ""))
+        return answer
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            self._sock = socket.create_connection(self.address, timeout=self.timeout_s)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return self._sock
+
+    def close_locked(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def close(self) -> None:
+        with self._lock:
+            self.close_locked()

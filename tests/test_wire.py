@@ -1,0 +1,146 @@
+"""The wire protocol and the partition log, on real sockets and real files."""
+
+import socket
+import struct
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lab_cluster.partition_log import PartitionLog
+from lab_cluster.wire import ErrorCode, WireClient, WireError, WireServer, encode, read_frame
+
+
+@pytest.fixture
+def server():
+    srv = WireServer(max_frame_bytes=4096, name="test")
+
+    def echo(request):
+        return {"echo": request.get("text")}
+
+    def boom(request):
+        raise RuntimeError("handler bug")
+
+    def refuse(request):
+        raise WireError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
+
+    srv.add_api("Echo", (1, 2), echo)
+    srv.add_api("Boom", (1,), boom)
+    srv.add_api("Refuse", (1,), refuse)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _raw(server):
+    return socket.create_connection(("127.0.0.1", server.port), timeout=5)
+
+
+def test_request_and_answer(server):
+    client = WireClient("127.0.0.1", server.port, client_id="t")
+    answer = client.call("Echo", 2, text="hi")
+    assert answer["echo"] == "hi" and answer["error"] == "NONE" and answer["correlation_id"] == 1
+    assert client.call("Echo", 1, text="again")["correlation_id"] == 2
+    client.close()
+
+
+def test_error_answers_keep_the_connection(server):
+    client = WireClient("127.0.0.1", server.port)
+    with pytest.raises(WireError) as info:
+        client.call("Refuse")
+    assert info.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert client.request("Nope")["error"] == "INVALID_REQUEST"
+    assert client.request("Echo", 9)["error"] == "UNSUPPORTED_VERSION"
+    bug = client.request("Boom")
+    assert bug["error_code"] == -1 and "handler bug" in bug["message"]
+    assert client.call("Echo", text="still here")["echo"] == "still here"  # same connection
+
+
+@pytest.mark.parametrize("garbage", [
+    struct.pack(">I", 5) + b"nope!",             # not JSON
+    struct.pack(">I", 2) + b"[]",                # not an object
+    struct.pack(">I", 10_000_000) + b"{}",       # over the frame limit
+])
+def test_a_broken_frame_is_answered_and_its_connection_closed(server, garbage):
+    bystander = WireClient("127.0.0.1", server.port)
+    bystander.call("Echo", text="before")
+    with _raw(server) as sock:
+        sock.sendall(garbage)
+        answer = read_frame(sock)
+        assert answer["error"] == "INVALID_REQUEST" and answer["correlation_id"] == -1
+        assert sock.recv(10) == b""  # closed by the server
+    assert bystander.call("Echo", text="after")["echo"] == "after"  # everyone else is still served
+
+
+def test_a_connection_cut_mid_frame_does_not_disturb_the_server(server):
+    with _raw(server) as sock:
+        sock.sendall(encode({"api": "Echo", "version": 1})[:7])
+    assert WireClient("127.0.0.1", server.port).call("Echo", text="ok")["echo"] == "ok"
+
+
+def test_client_reports_a_dead_server_as_connection_error(server):
+    client = WireClient("127.0.0.1", server.port, timeout_s=2)
+    server.stop()
+    with pytest.raises(ConnectionError):
+        client.call("Echo", text="x")
+
+
+# -- partition log -----------------------------------------------------------
+
+def test_append_and_read_from_any_offset(tmp_path):
+    log = PartitionLog.open(tmp_path, "t", 0)
+    assert log.append(["a", "b", "c"]) == 0
+    assert log.append(["d"]) == 3
+    assert [r["value"] for r in log.read(0, 10)] == ["a", "b", "c", "d"]
+    assert [r["offset"] for r in log.read(2, 1)] == [2]
+    assert log.read(4, 10) == []  # the end: nothing yet, not an error
+    for bad in (-1, 5):
+        with pytest.raises(WireError) as info:
+            log.read(bad, 1)
+        assert info.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_a_new_leader_sees_what_earlier_leaders_wrote(tmp_path):
+    first = PartitionLog.open(tmp_path, "t", 3)
+    first.append([f"v{i}" for i in range(5)])
+    first.close()
+    with open(tmp_path / "t-3.log", "ab") as f:
+        f.write(b'{"offset": 5, "ts_')  # a crash in the middle of an append
+    second = PartitionLog.open(tmp_path, "t", 3)
+    assert second.log_end_offset == 5  # the torn record is cut off
+    assert second.append(["v5"]) == 5
+    assert [r["value"] for r in second.read(0, 100)] == [f"v{i}" for i in range(6)]
+
+
+def test_wait_for_wakes_on_append(tmp_path):
+    log = PartitionLog.open(tmp_path, "t", 0)
+    woke = threading.Event()
+
+    def waiter():
+        log.wait_for(0, timeout_s=30)
+        woke.set()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    log.append(["x"])
+    t.join(30)
+    assert woke.is_set()
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches=st.lists(st.lists(st.text(max_size=20), min_size=1, max_size=5), max_size=8),
+       start=st.integers(min_value=0, max_value=40), count=st.integers(min_value=0, max_value=40))
+def test_reads_are_exactly_the_appended_slice(tmp_path_factory, batches, start, count):
+    log = PartitionLog.open(tmp_path_factory.mktemp("log"), "t", 0)
+    values = [v for batch in batches for v in batch]
+    for batch in batches:
+        log.append(batch)
+    if start > len(values):
+        with pytest.raises(WireError):
+            log.read(start, count)
+    else:
+        got = log.read(start, count)
+        assert [r["value"] for r in got] == values[start:start + count]
+        assert [r["offset"] for r in got] == list(range(start, start + len(got)))
+    log.close()
