@@ -3,6 +3,7 @@
 Every lab resource carries the pid of the process that owns it:
 
 - ZooKeeper JVMs: `-Drebalance.lab.owner=<pid>` on their command line;
+- brokers, producers, consumer hosts: `--rebalance.lab.owner=<pid>` likewise;
 - containers: the label `rebalance-lab.owner=<pid>`;
 - temp dirs: `<tmp>/rebalance-lab-<pid>-...`;
 - fault proxies: in-process only (`faultproxy.open_proxies()`).
@@ -25,7 +26,8 @@ from pathlib import Path
 from .cleanup import OWNER_LABEL, OWNER_PROPERTY, TEMP_PREFIX
 from .faultproxy import open_proxies
 
-_OWNER_ARG = re.compile(rf"-D{re.escape(OWNER_PROPERTY)}=(\d+)")
+# `-Drebalance.lab.owner=PID` on a JVM, `--rebalance.lab.owner=PID` on a Python child.
+_OWNER_ARG = re.compile(rf"-{{1,2}}D?{re.escape(OWNER_PROPERTY)}=(\d+)")
 _TEMP_NAME = re.compile(rf"^{re.escape(TEMP_PREFIX)}(\d+)-")
 
 
@@ -43,8 +45,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def lab_jvms() -> dict[int, int]:
-    """{jvm pid: owner pid} for every running lab ZooKeeper JVM."""
+def lab_processes() -> dict[int, int]:
+    """{pid: owner pid} for every running lab child process (ZooKeeper JVMs, brokers, ...)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -86,7 +88,7 @@ def lab_temp_dirs() -> dict[Path, int]:
 def find_leaks(owner_pid: int | None = None) -> list[str]:
     """What the lab process `owner_pid` (default: this one) still has running or on disk."""
     owner = owner_pid or os.getpid()
-    leaks = [f"ZooKeeper JVM pid {pid}" for pid, o in lab_jvms().items() if o == owner]
+    leaks = [f"lab process pid {pid}" for pid, o in lab_processes().items() if o == owner]
     leaks += [f"container {c.name} ({c.status})" for c, o in lab_containers() if o == owner]
     leaks += [f"temp dir {p}" for p, o in lab_temp_dirs().items() if o == owner]
     if owner == os.getpid():
@@ -97,11 +99,11 @@ def find_leaks(owner_pid: int | None = None) -> list[str]:
 def reap_orphans() -> list[str]:
     """Remove JVMs, containers and temp dirs whose owning lab process is gone."""
     reaped = []
-    for pid, owner in lab_jvms().items():
+    for pid, owner in lab_processes().items():
         if not _alive(owner):
             try:
                 os.kill(pid, signal.SIGKILL)
-                reaped.append(f"ZooKeeper JVM pid {pid} (owner {owner} is gone)")
+                reaped.append(f"lab process pid {pid} (owner {owner} is gone)")
             except ProcessLookupError:
                 pass
     for container, owner in lab_containers():

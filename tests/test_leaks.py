@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_cluster.leaks import find_leaks, lab_containers, lab_jvms, reap_orphans
+from lab_cluster.leaks import find_leaks, lab_containers, lab_processes, reap_orphans
 
 CHILD = Path(__file__).with_name("lab_child.py")
 REPO = CHILD.parent.parent
@@ -35,7 +35,7 @@ def _wait_ready(proc):
 
 
 def _owned_by(pid):
-    return ([p for p, o in lab_jvms().items() if o == pid], [c.name for c, o in lab_containers() if o == pid])
+    return ([p for p, o in lab_processes().items() if o == pid], [c.name for c, o in lab_containers() if o == pid])
 
 
 def _wait_gone(pid, timeout_s=30):

@@ -1,0 +1,121 @@
+"""Starting brokers as processes, creating topics, and finding partition leaders.
+
+    brokers = [start_broker(i, zk.connect, trial_dir) for i in (1, 2, 3)]
+    create_topic(kazoo, "t", partitions=12, brokers=[1, 2, 3])   # replicas round-robin
+    leaders = wait_for_leaders(kazoo, "t", 12)                   # {partition: broker id}
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from ..errors import LabError
+from ..processes import LabProcess
+from . import zk_layout as L
+
+
+class BrokerProcess(LabProcess):
+    """A broker running as its own process."""
+
+    def __init__(self, broker_id: int, zk_connect: str, trial_dir: str | Path, *, session_timeout_ms: int = 6000,
+                 trial: str = "adhoc", design: str = "cluster", plugins: tuple[str, ...] = ()):
+        self.broker_id = broker_id
+        args = ["--id", str(broker_id), "--zk", zk_connect, "--trial-dir", str(trial_dir),
+                "--session-timeout-ms", str(session_timeout_ms), "--trial", trial, "--design", design]
+        for plugin in plugins:
+            args += ["--plugin", plugin]
+        super().__init__(f"broker-{broker_id}", "lab_cluster.broker", args,
+                         Path(trial_dir) / "proc" / f"broker-{broker_id}.log")
+        self.port: int = self.info["port"]
+
+
+def start_broker(broker_id: int, zk_connect: str, trial_dir: str | Path, **kwargs) -> BrokerProcess:
+    return BrokerProcess(broker_id, zk_connect, trial_dir, **kwargs)
+
+
+def create_topic(zk: KazooClient, topic: str, partitions: int, brokers: list[int],
+                 replication_factor: int = 3) -> dict[int, list[int]]:
+    """Write the topic's replica assignment; the controller then elects its leaders."""
+    if partitions < 1:
+        raise LabError(f"Topic {topic} needs at least one partition, not {partitions}.", "Use topic:N with N >= 1.")
+    if not brokers:
+        raise LabError(f"Topic {topic} cannot be created: no broker is registered.", "Start brokers first.")
+    replicas = L.assign_replicas(partitions, brokers, replication_factor)
+    zk.create(L.topic_path(topic), L.topic_assignment(replicas), makepath=True)
+    return replicas
+
+
+def leaders(zk: KazooClient, topic: str) -> dict[int, int]:
+    """{partition: leader broker id} as the partition state znodes say now."""
+    out = {}
+    for p in L.parse_topic_assignment(zk.get(L.topic_path(topic))[0]):
+        try:
+            out[p] = json.loads(zk.get(L.partition_state_path(topic, p))[0])["leader"]
+        except NoNodeError:
+            out[p] = L.NO_LEADER
+    return out
+
+
+def wait_for_leaders(zk: KazooClient, topic: str, partitions: int, timeout_s: float = 30.0,
+                     exclude: frozenset[int] = frozenset()) -> dict[int, int]:
+    """Wait until every partition has a live leader not in `exclude`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            current = leaders(zk, topic)
+        except NoNodeError:
+            current = {}
+        if len(current) == partitions and all(v != L.NO_LEADER and v not in exclude for v in current.values()):
+            return current
+        if time.monotonic() > deadline:
+            raise LabError(f"Topic {topic} did not get a leader for every partition within {timeout_s:.0f} s "
+                           f"(now: {current}).", "Check the brokers' logs in the trial directory.")
+        time.sleep(0.05)
+
+
+def broker_addresses(zk: KazooClient) -> dict[int, tuple[str, int]]:
+    out = {}
+    for i in zk.get_children(L.BROKER_IDS):
+        try:
+            reg = json.loads(zk.get(L.broker_path(int(i)))[0])
+            out[int(i)] = (reg["host"], reg["port"])
+        except NoNodeError:
+            continue
+    return out
+
+
+def wait_for_metadata(zk: KazooClient, topic: str, partitions: int, timeout_s: float = 30.0) -> dict[int, int]:
+    """Wait until every partition has a leader and every live broker's Metadata agrees with ZooKeeper.
+
+    Brokers learn about topics and leaders through ZooKeeper watches, a moment
+    after the controller writes them; a client that asks too early is told
+    UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER and must retry.
+    """
+    from ..wire import WireClient
+
+    deadline = time.monotonic() + timeout_s
+    expected = wait_for_leaders(zk, topic, partitions, timeout_s)
+    want = {str(p): leader for p, leader in expected.items()}
+    while True:
+        views = {}
+        for broker_id, (host, port) in broker_addresses(zk).items():
+            client = WireClient(host, port, timeout_s=5)
+            try:
+                views[broker_id] = client.call("Metadata")["topics"].get(topic)
+            except (ConnectionError, Exception):
+                views[broker_id] = None
+            finally:
+                client.close()
+        if views and all(v == want for v in views.values()):
+            return expected
+        if time.monotonic() > deadline:
+            raise LabError(f"Brokers did not agree on topic {topic}'s leaders within {timeout_s:.0f} s "
+                           f"(ZooKeeper: {want}; brokers: {views}).", "Check the brokers' logs.")
+        time.sleep(0.05)
+        expected = wait_for_leaders(zk, topic, partitions, max(0.1, deadline - time.monotonic()))
+        want = {str(p): leader for p, leader in expected.items()}

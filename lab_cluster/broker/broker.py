@@ -1,0 +1,192 @@
+"""A lab broker: registered in ZooKeeper, leading some partitions, serving them over TCP.
+
+It stands in for a Kafka 0.8 broker (`KafkaServer`) with what the consumer
+experiments need:
+
+    STARTING --(wire server up, /brokers/ids/<id> created)--> RUNNING
+    RUNNING  --stop(): session closed, node deleted at once--> STOPPED
+    RUNNING  --process killed: the node stays until ZooKeeper expires the session
+
+APIs served (see `wire.py` for the framing):
+
+| API           | request fields                                        | answer                        |
+|---------------|-------------------------------------------------------|-------------------------------|
+| `Produce`     | topic, partition, values (list of strings)            | base_offset                   |
+| `Fetch`       | topic, partition, offset, max_records, max_wait_ms    | records, high_watermark       |
+| `ListOffsets` | topic, partition, which (`earliest` or `latest`)      | offset                        |
+| `Metadata`    | (none)                                                | brokers, topics (leader per partition) |
+
+A request for a partition this broker does not lead is answered
+NOT_LEADER_OR_FOLLOWER; for a topic it does not know, UNKNOWN_TOPIC_OR_PARTITION.
+
+Plug-in point: `plugins` are `"module:function"` strings; each function is
+called with the broker before it starts serving and may add APIs with
+`broker.server.add_api(...)` (the coordinator era's group coordinator does).
+The cluster package never imports a consumer family; the family names itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+
+from kazoo.client import KazooClient
+
+from ..partition_log import PartitionLog
+from ..ports import LOOPBACK
+from ..trace import TraceRecorder
+from ..wire import ErrorCode, WireError, WireServer
+from . import zk_layout as L
+from .controller import Controller
+
+
+class Broker:
+    def __init__(self, broker_id: int, zk_connect: str, logs_dir: str, *, port: int = 0,
+                 session_timeout_s: float = 6.0, trace: TraceRecorder | None = None,
+                 plugins: tuple[str, ...] = ()):
+        self.broker_id = broker_id
+        self.zk_connect = zk_connect
+        self.logs_dir = logs_dir
+        self.trace = trace
+        self.session_timeout_s = session_timeout_s
+        self.server = WireServer(port=port, name=f"broker-{broker_id}")
+        self.port = self.server.port
+        self.zk: KazooClient | None = None
+        self.controller: Controller | None = None
+        self._lock = threading.RLock()
+        self._assignments: dict[str, dict[int, list[int]]] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._brokers: dict[int, dict] = {}
+        self._watched_topics: set[str] = set()
+        self.server.add_api("Produce", (1,), self._produce)
+        self.server.add_api("Fetch", (1,), self._fetch)
+        self.server.add_api("ListOffsets", (1,), self._list_offsets)
+        self.server.add_api("Metadata", (1,), self._metadata)
+        for spec in plugins:
+            module, _, func = spec.partition(":")
+            getattr(importlib.import_module(module), func)(self)
+
+    def record(self, kind: str, **fields) -> None:
+        if self.trace is not None:
+            self.trace.record(kind, broker=self.broker_id, **fields)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self) -> Broker:
+        self.server.start()
+        self.zk = KazooClient(hosts=self.zk_connect, timeout=self.session_timeout_s)
+        self.zk.start(timeout=30)
+        self.zk.ensure_path(L.BROKER_IDS)
+        self.zk.ensure_path(L.BROKER_TOPICS)
+        self.zk.create(L.broker_path(self.broker_id), L.broker_registration(LOOPBACK, self.port), ephemeral=True)
+        self.record("broker_registered", port=self.port, session=f"0x{self.zk.client_id[0]:x}")
+        self.zk.ChildrenWatch(L.BROKER_IDS, self._on_brokers)
+        self.zk.ChildrenWatch(L.BROKER_TOPICS, self._on_topics)
+        self.controller = Controller(self.zk, self.broker_id, on_event=self.record)
+        self.controller.start()
+        return self
+
+    def stop(self) -> None:
+        """Leave gracefully: close the session (the registration goes at once), stop serving."""
+        if self.zk is not None:
+            self.zk.stop()
+            self.zk.close()
+            self.zk = None
+        self.server.stop()
+        with self._lock:
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
+        self.record("broker_stopped")
+
+    # -- what this broker knows, from ZooKeeper watches ----------------------------
+    def _on_brokers(self, ids):
+        brokers = {}
+        for i in ids:
+            try:
+                data, _ = self.zk.get(L.broker_path(int(i)))
+                brokers[int(i)] = json.loads(data)
+            except Exception:
+                continue
+        with self._lock:
+            self._brokers = brokers
+
+    def _on_topics(self, topics):
+        for topic in topics:
+            if topic not in self._watched_topics:
+                self._watched_topics.add(topic)
+                self.zk.DataWatch(L.topic_path(topic), lambda data, stat, event=None, t=topic:
+                                  self._on_assignment(t, data))
+
+    def _on_assignment(self, topic: str, data: bytes | None) -> None:
+        if not data:
+            return
+        assignment = L.parse_topic_assignment(data)
+        with self._lock:
+            known = self._assignments.get(topic, {})
+            self._assignments[topic] = assignment
+        for partition in assignment:
+            if partition not in known:
+                self.zk.DataWatch(L.partition_state_path(topic, partition),
+                                  lambda d, s, event=None, t=topic, p=partition: self._on_state(t, p, d))
+
+    def _on_state(self, topic: str, partition: int, data: bytes | None) -> None:
+        if not data:
+            return
+        leader = json.loads(data)["leader"]
+        key = (topic, partition)
+        with self._lock:
+            was = self._leaders.get(key)
+            self._leaders[key] = leader
+            if leader == self.broker_id and key not in self._logs:
+                # Open (again): earlier leaders may have appended since we last led.
+                self._logs[key] = PartitionLog.open(self.logs_dir, topic, partition)
+            elif leader != self.broker_id and key in self._logs:
+                self._logs.pop(key).close()
+        if was != leader:
+            self.record("leader_seen", topic=topic, partition=partition, leader=leader)
+
+    def _log_for(self, request: dict) -> PartitionLog:
+        topic, partition = request.get("topic"), request.get("partition")
+        with self._lock:
+            if topic not in self._assignments or partition not in self._assignments[topic]:
+                raise WireError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
+            log = self._logs.get((topic, partition))
+            if log is None:
+                leader = self._leaders.get((topic, partition), L.NO_LEADER)
+                if leader == L.NO_LEADER:
+                    raise WireError(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
+                raise WireError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is led by {leader}")
+            return log
+
+    # -- API handlers ----------------------------------------------------------------
+    def _produce(self, request: dict) -> dict:
+        values = request.get("values")
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise WireError(ErrorCode.INVALID_REQUEST, "values must be a list of strings")
+        return {"base_offset": self._log_for(request).append(values)}
+
+    def _fetch(self, request: dict) -> dict:
+        log = self._log_for(request)
+        offset = request.get("offset")
+        if not isinstance(offset, int):
+            raise WireError(ErrorCode.INVALID_REQUEST, "offset must be an integer")
+        max_wait_ms = min(int(request.get("max_wait_ms", 0)), 30_000)
+        if max_wait_ms > 0 and offset == log.log_end_offset:
+            log.wait_for(offset, max_wait_ms / 1000)
+        records = log.read(offset, int(request.get("max_records", 500)))
+        return {"records": records, "high_watermark": log.log_end_offset}
+
+    def _list_offsets(self, request: dict) -> dict:
+        log = self._log_for(request)
+        which = request.get("which", "latest")
+        if which not in ("earliest", "latest"):
+            raise WireError(ErrorCode.INVALID_REQUEST, "which must be 'earliest' or 'latest'")
+        return {"offset": 0 if which == "earliest" else log.log_end_offset}
+
+    def _metadata(self, request: dict) -> dict:
+        with self._lock:
+            return {"brokers": {str(i): {"host": b["host"], "port": b["port"]} for i, b in self._brokers.items()},
+                    "topics": {t: {str(p): self._leaders.get((t, p), L.NO_LEADER) for p in a}
+                               for t, a in self._assignments.items()}}

@@ -1,0 +1,83 @@
+"""Where Kafka 0.8 kept cluster state in ZooKeeper, and the JSON it wrote there.
+
+    /brokers/ids/<id>                          ephemeral, one per live broker
+        {"version":1,"host":"127.0.0.1","port":9092,"jmx_port":-1,"timestamp":"1763600000000"}
+    /brokers/topics/<topic>                    replica assignment
+        {"version":1,"partitions":{"0":[1,2],"1":[2,3]}}
+    /brokers/topics/<topic>/partitions/<p>/state   leader and ISR, written by the controller
+        {"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}
+    /controller                                ephemeral: who the controller is
+        {"version":1,"brokerid":1,"timestamp":"1763600000000"}
+    /controller_epoch                          how many controllers there have been
+
+Keys and value types are Kafka 0.8's (note `timestamp` is a string of
+milliseconds and partition numbers are string keys).
+
+    >>> json.loads(broker_registration("127.0.0.1", 9092, 1))
+    {'version': 1, 'host': '127.0.0.1', 'port': 9092, 'jmx_port': -1, 'timestamp': '1'}
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+
+NO_LEADER = -1
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def _dump(obj: dict) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def broker_registration(host: str, port: int, timestamp_ms: int | None = None) -> bytes:
+    return _dump({"version": 1, "host": host, "port": port, "jmx_port": -1,
+                  "timestamp": str(timestamp_ms if timestamp_ms is not None else now_ms())})
+
+
+def topic_assignment(replicas: dict[int, list[int]]) -> bytes:
+    return _dump({"version": 1, "partitions": {str(p): list(r) for p, r in sorted(replicas.items())}})
+
+
+def parse_topic_assignment(data: bytes) -> dict[int, list[int]]:
+    return {int(p): list(r) for p, r in json.loads(data)["partitions"].items()}
+
+
+def partition_state(leader: int, leader_epoch: int, isr: list[int], controller_epoch: int) -> bytes:
+    return _dump({"controller_epoch": controller_epoch, "leader": leader, "version": 1,
+                  "leader_epoch": leader_epoch, "isr": list(isr)})
+
+
+def controller_data(broker_id: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(now_ms())})
+
+
+def assign_replicas(partitions: int, brokers: list[int], replication_factor: int) -> dict[int, list[int]]:
+    """Round-robin replica placement (Kafka's AdminUtils, with a fixed start index).
+
+    >>> assign_replicas(4, [1, 2, 3], 2)
+    {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 2]}
+    """
+    brokers = sorted(brokers)
+    rf = min(replication_factor, len(brokers))
+    return {p: [brokers[(p + j) % len(brokers)] for j in range(rf)] for p in range(partitions)}

@@ -1,0 +1,143 @@
+"""Lab child processes: brokers, the producer, consumer hosts.
+
+A `LabProcess` runs `python -m <module> ...` with its stderr in a log file, and
+waits for the child to print one line `READY {json}` on stdout (its port, its
+id): until then it is starting; if the child dies first, the error says why
+and shows its log. Afterwards the parent can:
+
+    stop()    SIGTERM: the child leaves gracefully (closes sessions, flushes traces)
+    kill()    SIGKILL: a crash; sessions stay until ZooKeeper expires them
+    pause()   SIGSTOP: a long GC pause; resume() sends SIGCONT
+
+Every child carries `--rebalance.lab.owner=<parent pid>` on its command line
+(the leak check finds it) and dies with its parent if the parent is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .cleanup import OWNER_PROPERTY, REAPER, child_preexec
+from .errors import LabError
+from .zk.server import tail
+
+
+def owner_arg() -> str:
+    return f"--{OWNER_PROPERTY}={os.getpid()}"
+
+
+class LabProcess:
+    def __init__(self, name: str, module: str, args: list[str], log_path: str | Path, *,
+                 ready_timeout_s: float = 60.0, env: dict[str, str] | None = None):
+        self.name = name
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.command = [sys.executable, "-m", module, *args, owner_arg()]
+        child_env = dict(os.environ, **(env or {}))
+        repo_root = str(Path(__file__).resolve().parent.parent)
+        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, child_env.get("PYTHONPATH")) if p)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=log, env=child_env, start_new_session=True,
+                                         preexec_fn=child_preexec())
+        self._token = REAPER.register(f"lab process {name} (pid {self.proc.pid})", self.kill)
+        self.paused = False
+        try:
+            self.info: dict = self._wait_ready(ready_timeout_s)
+        except BaseException:
+            self.kill()
+            raise
+        threading.Thread(target=self._drain_stdout, daemon=True, name=f"{name}-stdout").start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _wait_ready(self, timeout_s: float) -> dict:
+        deadline = time.monotonic() + timeout_s
+        fd = self.proc.stdout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                line = fd.readline().decode(errors="replace")
+                if line.startswith("READY"):
+                    return json.loads(line[5:].strip() or "{}")
+                if not line and self.proc.poll() is not None:
+                    break
+            elif self.proc.poll() is not None:
+                break
+        why = f"exited with status {self.proc.returncode}" if self.proc.poll() is not None else \
+            f"did not say READY within {timeout_s:.0f} s"
+        raise LabError(f"Lab process {self.name} ({' '.join(self.command[2:4])}) {why}.",
+                       f"Its log ({self.log_path}) follows.", details=tail(self.log_text()))
+
+    def _drain_stdout(self) -> None:
+        with open(self.log_path, "ab") as log:
+            for line in self.proc.stdout:
+                log.write(line)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.kill(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """Graceful: SIGTERM, then SIGKILL if it does not exit in time. Returns the exit status."""
+        if self.alive():
+            if self.paused:
+                self.resume()
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait(timeout_s)
+        REAPER.unregister(self._token)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.alive():
+            self._signal(signal.SIGKILL)
+            self.proc.wait(30)
+        REAPER.unregister(self._token)
+
+
+def serve_until_terminated(ready_info: dict) -> None:
+    """Child side: announce READY, then wait; SIGTERM/SIGINT end the wait with SystemExit."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("READY " + json.dumps(ready_info), flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+
+
+def add_owner_argument(parser) -> None:
+    """Child side: accept the leak marker the parent adds (and ignore it)."""
+    parser.add_argument(f"--{OWNER_PROPERTY}", dest="lab_owner", help="(set by the parent; marks the process)")
