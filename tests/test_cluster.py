@@ -1,0 +1,208 @@
+"""The cluster: broker registration and topic znodes, produce/fetch, broker failure, bad requests.
+
+Every test gets its own chroot on the session's ZooKeeper, three broker
+processes and a topic `t` with 4 partitions; brokers use a 4 s session timeout
+(the smallest ZooKeeper allows with tickTime 2000) so that a crash is noticed
+in seconds.
+"""
+
+import json
+import socket
+import struct
+import threading
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from conftest import kazoo
+
+from lab_cluster.broker import zk_layout as L
+from lab_cluster.broker.admin import (
+    broker_addresses,
+    create_topic,
+    leaders,
+    start_broker,
+    wait_for_leaders,
+    wait_for_metadata,
+)
+from lab_cluster.processes import LabProcess
+from lab_cluster.wire import ErrorCode, WireClient, WireError, read_frame
+
+SESSION_MS = 4000
+PARTITIONS = 4
+
+
+@pytest.fixture
+def cluster(zk, tmp_path):
+    chroot = f"/clusters/{uuid.uuid4().hex[:10]}"
+    admin = kazoo(zk.connect)
+    admin.ensure_path(chroot)
+    connect = zk.connect + chroot
+    client = kazoo(connect)
+    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS) for i in (1, 2, 3)}
+    create_topic(client, "t", PARTITIONS, [1, 2, 3])
+    wait_for_metadata(client, "t", PARTITIONS)
+    ns = SimpleNamespace(connect=connect, zk=client, brokers=brokers, dir=tmp_path, producer=None)
+    yield ns
+    if ns.producer is not None:
+        ns.producer.stop()
+    for broker in brokers.values():
+        broker.stop()
+    client.stop()
+    client.close()
+    admin.delete(chroot, recursive=True)
+    admin.stop()
+    admin.close()
+
+
+def _client(cluster, broker_id):
+    host, port = broker_addresses(cluster.zk)[broker_id]
+    return WireClient(host, port, client_id="test")
+
+
+def _produced(trial_dir):
+    events = [json.loads(line) for line in (trial_dir / "traces" / "producer.jsonl").read_text().splitlines()]
+    out = {}
+    for e in events:
+        if e["kind"] == "produced":
+            out.setdefault(e["partition"], []).append((e["offset"], json.loads(e["fields"])["value"]))
+    return out
+
+
+def _fetch_all(cluster, partition):
+    leader = leaders(cluster.zk, "t")[partition]
+    client = _client(cluster, leader)
+    records, offset = [], 0
+    while True:
+        batch = client.call("Fetch", topic="t", partition=partition, offset=offset, max_records=500)["records"]
+        if not batch:
+            return [(r["offset"], r["value"]) for r in records]
+        records += batch
+        offset = batch[-1]["offset"] + 1
+
+
+def _start_producer(cluster, rate=100):
+    cluster.producer = LabProcess("producer", "lab_cluster.producer",
+                                  ["--zk", cluster.connect, "--topic", "t", "--rate", str(rate),
+                                   "--trial-dir", str(cluster.dir)], cluster.dir / "proc" / "producer.log")
+    return cluster.producer
+
+
+def _wait_produced(cluster, at_least, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (cluster.dir / "traces" / "producer.jsonl").exists():
+            counts = _produced(cluster.dir)
+            if len(counts) == PARTITIONS and all(len(v) >= at_least for v in counts.values()):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"the producer did not produce {at_least} messages per partition")
+
+
+def test_znodes_have_kafka_08_keys_and_types(cluster):
+    registration = json.loads(cluster.zk.get(L.broker_path(1))[0])
+    assert set(registration) == {"version", "host", "port", "jmx_port", "timestamp"}
+    assert registration["version"] == 1 and registration["host"] == "127.0.0.1"
+    assert isinstance(registration["port"], int) and registration["jmx_port"] == -1
+    assert isinstance(registration["timestamp"], str) and registration["timestamp"].isdigit()
+    assert cluster.zk.exists(L.broker_path(1)).ephemeralOwner != 0
+
+    topic = json.loads(cluster.zk.get(L.topic_path("t"))[0])
+    assert topic["version"] == 1
+    assert set(topic["partitions"]) == {"0", "1", "2", "3"}  # string keys
+    assert all(isinstance(r, list) and all(isinstance(b, int) for b in r) for r in topic["partitions"].values())
+
+    state = json.loads(cluster.zk.get(L.partition_state_path("t", 0))[0])
+    assert set(state) == {"controller_epoch", "leader", "version", "leader_epoch", "isr"}
+    assert state["leader"] in (1, 2, 3) and state["leader_epoch"] == 0 and isinstance(state["isr"], list)
+
+    controller = json.loads(cluster.zk.get(L.CONTROLLER)[0])
+    assert set(controller) == {"version", "brokerid", "timestamp"} and controller["brokerid"] in (1, 2, 3)
+
+
+def test_fetch_returns_exactly_what_was_produced_from_any_offset(cluster):
+    _start_producer(cluster, rate=200)
+    _wait_produced(cluster, at_least=50)
+    cluster.producer.stop()
+    cluster.producer = None
+    produced = _produced(cluster.dir)
+    for partition in range(PARTITIONS):
+        log = _fetch_all(cluster, partition)
+        assert log == produced[partition]  # same offsets, same values, same order
+        assert [o for o, _ in log] == list(range(len(log)))
+        client = _client(cluster, leaders(cluster.zk, "t")[partition])
+        assert client.call("ListOffsets", topic="t", partition=partition, which="latest")["offset"] == len(log)
+        assert client.call("ListOffsets", topic="t", partition=partition, which="earliest")["offset"] == 0
+        for start in (1, len(log) // 2, len(log) - 1):
+            got = client.call("Fetch", topic="t", partition=partition, offset=start, max_records=10)["records"]
+            assert [(r["offset"], r["value"]) for r in got] == log[start:start + 10]
+
+
+def test_a_killed_broker_leaves_after_the_session_timeout_and_loses_no_message(cluster):
+    _start_producer(cluster, rate=100)
+    _wait_produced(cluster, at_least=20)
+    before = leaders(cluster.zk, "t")
+    victim = before[0]
+    gone = threading.Event()
+
+    def watch(event):
+        if event.type == "DELETED":
+            gone.set()
+
+    cluster.zk.exists(L.broker_path(victim), watch=watch)
+    cluster.brokers[victim].kill()
+    killed_at = time.monotonic()
+    assert cluster.zk.exists(L.broker_path(victim)) is not None  # a crash says nothing: the node stays
+    assert gone.wait(60)
+    # Not before the session could expire (half the timeout is a safe lower bound:
+    # the session was last refreshed at most a third of the timeout before the kill).
+    assert time.monotonic() - killed_at >= SESSION_MS / 1000 / 2
+    after = wait_for_leaders(cluster.zk, "t", PARTITIONS, exclude=frozenset({victim}))
+    moved = [p for p, b in before.items() if b == victim]
+    assert moved and all(after[p] != victim for p in moved)
+    _wait_produced(cluster, at_least=len(_produced(cluster.dir)[0]) + 20)  # the producer followed the move
+    cluster.producer.stop()
+    cluster.producer = None
+    produced = _produced(cluster.dir)
+    wait_for_metadata(cluster.zk, "t", PARTITIONS)
+    for partition in range(PARTITIONS):
+        assert _fetch_all(cluster, partition) == produced[partition]  # no gap, no duplicate, from the new leader
+
+
+def test_bad_requests_get_errors_and_the_broker_keeps_serving(cluster):
+    leader = leaders(cluster.zk, "t")[0]
+    client = _client(cluster, leader)
+    with pytest.raises(WireError) as info:
+        client.call("Fetch", topic="nope", partition=0, offset=0)
+    assert info.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    with pytest.raises(WireError) as info:
+        client.call("Fetch", topic="t", partition=99, offset=0)
+    assert info.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    with pytest.raises(WireError) as info:
+        client.call("Fetch", topic="t", partition=0, offset=10**6)
+    assert info.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
+    with pytest.raises(WireError) as info:
+        client.call("Produce", topic="t", partition=0, values="not a list")
+    assert info.value.code is ErrorCode.INVALID_REQUEST
+    host, port = broker_addresses(cluster.zk)[leader]
+    with socket.create_connection((host, port), timeout=5) as raw:
+        raw.sendall(struct.pack(">I", 9) + b"not json!")
+        assert read_frame(raw)["error"] == "INVALID_REQUEST"
+        assert raw.recv(10) == b""
+    with socket.create_connection((host, port), timeout=5) as raw:
+        raw.sendall(struct.pack(">I", 50_000_000))
+        assert read_frame(raw)["error"] == "INVALID_REQUEST"
+    assert client.call("Produce", topic="t", partition=0, values=["still", "serving"])["base_offset"] == 0
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    with pytest.raises(WireError) as info:
+        _client(cluster, follower).call("Produce", topic="t", partition=0, values=["x"])
+    assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_gracefully_stopped_broker_leaves_at_once(cluster):
+    assert cluster.brokers[2].stop() == 0
+    cluster.zk.sync(L.BROKER_IDS)
+    # It closed its session before exiting, and the node went with the session.
+    assert cluster.zk.exists(L.broker_path(2)) is None
+    assert wait_for_leaders(cluster.zk, "t", PARTITIONS, exclude=frozenset({2}))
