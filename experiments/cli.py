@@ -6,7 +6,10 @@ Subcommands (argparse, one module each):
   ZooKeeper backend `auto` picks; `--start` also starts one server and reads it.
 - `zk up [--backend B] [--servers N] [--port P]`: a ZooKeeper (ensemble) to poke
   at with any client, until Ctrl-C.
+- `cluster up [--brokers 3] [--topic t:12] [--rate 200]`: ZooKeeper, brokers, a
+  topic and a producer, until Ctrl-C.
 - `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
+- `bench cluster [--out FILE]`: fetch, produce and trace-write throughput.
 
 A problem the user can fix is printed as one paragraph (no traceback) and the
 exit status is 2.
@@ -21,7 +24,7 @@ from lab_cluster.errors import LabError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench_zk, doctor, zk_up
+    from . import bench_cluster, bench_zk, cluster_up, doctor, zk_up
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -29,9 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     zk = sub.add_parser("zk", help="run a ZooKeeper server or ensemble")
     zk_sub = zk.add_subparsers(dest="zk_command", required=True, metavar="ZK_COMMAND")
     zk_up.add_parser(zk_sub)
+    cluster = sub.add_parser("cluster", help="run ZooKeeper, brokers, a topic and a producer")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="CLUSTER_COMMAND")
+    cluster_up.add_parser(cluster_sub)
     bench = sub.add_parser("bench", help="benchmarks that write their figures to files")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     bench_zk.add_parser(bench_sub)
+    bench_cluster.add_parser(bench_sub)
     return parser
 
 

@@ -206,3 +206,55 @@ def test_a_gracefully_stopped_broker_leaves_at_once(cluster):
     # It closed its session before exiting, and the node went with the session.
     assert cluster.zk.exists(L.broker_path(2)) is None
     assert wait_for_leaders(cluster.zk, "t", PARTITIONS, exclude=frozenset({2}))
+
+
+def test_cluster_up_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lab_cluster.leaks import find_leaks
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "cluster", "up", "--backend", "embedded",
+                             "--brokers", "2", "--topic", "t:2", "--rate", "50", "--dir", str(tmp_path)],
+                            cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo), COLUMNS="200"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        brokers = {}
+        for line in proc.stdout:
+            m = re.match(r"\s+broker (\d+): 127\.0\.0\.1:(\d+) leads t partitions \[(.*)\]", line)
+            if m:
+                brokers[int(m.group(1))] = (int(m.group(2)), [int(p) for p in m.group(3).split(",") if p.strip()])
+            if line.startswith("Ctrl-C"):
+                break
+        assert len(brokers) == 2, proc.stderr.read()
+        port, led = brokers[1]
+        client = WireClient("127.0.0.1", port)
+        deadline = time.monotonic() + 30
+        records = []
+        while not records and time.monotonic() < deadline:
+            records = client.call("Fetch", topic="t", partition=led[0], offset=0, max_wait_ms=500)["records"]
+        assert records and records[0]["value"] == f"t/{led[0]}/0"  # the producer is producing
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert "Traceback" not in proc.stderr.read()
+    assert find_leaks(proc.pid) == []  # ZooKeeper, both brokers and the producer are gone
+    assert (tmp_path / "traces" / "producer.jsonl").exists()  # --dir keeps the logs and traces
+
+
+def test_cluster_up_rejects_a_bad_topic_spec():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run([sys.executable, "-m", "experiments", "cluster", "up", "--topic", "t"], cwd=repo,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--topic 't' is not NAME:PARTITIONS" in result.stderr
