@@ -118,6 +118,14 @@ def remove_temp_dir(path: Path) -> None:
 
 _temp_tokens: dict[Path, int] = {}
 
+def signal_process(pid: int, sig: int) -> None:
+    """Send `sig` to `pid`; a process that has already gone is not an error."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True) if os.name == "posix" else None
 

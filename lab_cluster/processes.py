@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from .cleanup import OWNER_PROPERTY, REAPER, child_preexec
+from .cleanup import OWNER_PROPERTY, REAPER, child_preexec, signal_process
 from .errors import LabError
 from .zk.server import tail
 
@@ -94,10 +94,7 @@ class LabProcess:
         return self.proc.poll() is None
 
     def _signal(self, sig: int) -> None:
-        try:
-            os.kill(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
+        signal_process(self.proc.pid, sig)
 
     def pause(self) -> None:
         self._signal(signal.SIGSTOP)

@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 
-from ..cleanup import OWNER_PROPERTY, REAPER, child_preexec, make_temp_dir, remove_temp_dir
+from ..cleanup import OWNER_PROPERTY, REAPER, child_preexec, make_temp_dir, remove_temp_dir, signal_process
 from .distribution import ZkDistribution, find_distribution, find_java
 from .server import ServerState, ZkServer
 from .settings import ServerAddress, ZkSettings, render_zoo_cfg, server_properties
@@ -133,10 +133,7 @@ class EmbeddedServer(ZkServer):
         return f"exit status {self._proc.returncode}"
 
     def _signal(self, sig: int) -> None:
-        try:
-            os.kill(self._proc.pid, sig)
-        except ProcessLookupError:
-            pass
+        signal_process(self._proc.pid, sig)
 
     def _kill_quietly(self) -> None:
         """Reaper path: at exit there is no time for a graceful shutdown."""
