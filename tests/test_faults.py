@@ -111,3 +111,37 @@ def test_delayed_link_answers_late_but_answers(zk):
         client.stop()
         client.close()
         link.close()
+
+
+def test_process_faults_take_effect_and_are_recorded_in_order(zk, tmp_path):
+    import uuid
+    from pathlib import Path
+
+    from lab_cluster.broker.admin import BrokerProcess
+
+    def state(pid):
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+
+    admin = _client(zk.connect)
+    chroot = f"/faults/{uuid.uuid4().hex[:8]}"
+    admin.ensure_path(chroot)
+    faults = Faults(TraceRecorder(tmp_path, trial="t", design="cluster", actor="faults"))
+    broker = BrokerProcess(9, zk.connect + chroot, tmp_path, session_timeout_ms=4000)
+    try:
+        faults.pause(broker)
+        assert state(broker.pid) == "T"  # stopped, as in a long GC pause
+        faults.resume(broker)
+        assert state(broker.pid) != "T"
+        faults.kill(broker)
+        assert not broker.alive()
+    finally:
+        broker.kill()
+        faults.trace.close()
+        admin.delete(chroot, recursive=True)
+        admin.stop()
+        admin.close()
+    events = [json.loads(line) for line in trace_path(tmp_path, "faults").read_text().splitlines()]
+    done = [e for e in events if e["kind"] == "fault"]
+    assert [(json.loads(e["fields"])["action"], json.loads(e["fields"])["target"]) for e in done] == [
+        ("pause", "broker-9"), ("resume", "broker-9"), ("kill", "broker-9")]
+    assert [e["ts_ns"] for e in done] == sorted(e["ts_ns"] for e in done)
