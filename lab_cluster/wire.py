@@ -161,7 +161,10 @@ class WireServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        # shutdown() waits for serve_forever() to return: only ask if it ever ran.
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread = None
         self._server.server_close()
 
     def dispatch(self, request: dict) -> dict:

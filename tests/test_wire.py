@@ -144,3 +144,10 @@ def test_reads_are_exactly_the_appended_slice(tmp_path_factory, batches, start, 
         assert [r["value"] for r in got] == values[start:start + count]
         assert [r["offset"] for r in got] == list(range(start, start + len(got)))
     log.close()
+
+
+def test_a_server_that_never_started_stops_at_once():
+    server = WireServer()
+    server.stop()  # would block forever if it waited for an accept loop that never ran
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
