@@ -1,0 +1,139 @@
+"""The ZooKeeper-era consumer's configuration, with Kafka 0.8's names and defaults.
+
+Kafka 0.8's `ConsumerConfig` keys the lab implements, and the lab's own:
+
+| key | default | meaning |
+|---|---|---|
+| `group.id` | (required) | the consumer group |
+| `consumer.id` | generated | `<group>_<host>-<millis>-<8 hex>` when not given |
+| `zookeeper.connect` | (required) | ZooKeeper connect string (with chroot if any) |
+| `zookeeper.session.timeout.ms` | 6000 | the consumer's ZooKeeper session timeout |
+| `zookeeper.connection.timeout.ms` | 6000 | how long to wait for the first connection |
+| `zookeeper.sync.time.ms` | 2000 | (accepted and recorded; 0.8 used it for ZK follower lag, the lab does not) |
+| `rebalance.max.retries` | 4 | attempts before `ConsumerRebalanceFailedException` |
+| `rebalance.backoff.ms` | 2000 | pause between attempts |
+| `auto.commit.enable` | true | commit offsets to ZooKeeper periodically |
+| `auto.commit.interval.ms` | 60000 | ... this often |
+| `auto.offset.reset` | largest | where to start with no committed offset: `smallest` or `largest` |
+| `partition.assignment.strategy` | range | `range` (0.8 also had `roundrobin`; the lab implements range) |
+| `watch_broker_ids` | always | lab: `always` (the mission) or `when_empty` (0.8.2.2's code, see below) |
+| `streams` | 1 | lab: consumer threads (streams) per consumer, each a `<consumerId>-<n>` thread id |
+| `fetch.max.records` | 500 | lab: records per Fetch request |
+| `fetch.wait.max.ms` | 100 | Kafka 0.8's name: how long a Fetch waits for new data |
+
+`watch_broker_ids`: the mission describes every consumer watching
+`/brokers/ids`; Kafka 0.8.2.2's code armed that watch only when a rebalance
+found no broker at all. The lab does the first by default and the second on
+request, and records which.
+
+    >>> c = ConsumerConfig.from_dict({"group.id": "g", "zookeeper.connect": "127.0.0.1:2181"})
+    >>> (c.rebalance_max_retries, c.rebalance_backoff_ms, c.zookeeper_session_timeout_ms)
+    (4, 2000, 6000)
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import time
+from dataclasses import asdict, dataclass, fields
+
+from lab_cluster.errors import LabError
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    group_id: str
+    zookeeper_connect: str
+    consumer_id: str = ""
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 6000
+    zookeeper_sync_time_ms: int = 2000
+    rebalance_max_retries: int = 4
+    rebalance_backoff_ms: int = 2000
+    auto_commit_enable: bool = True
+    auto_commit_interval_ms: int = 60000
+    auto_offset_reset: str = "largest"
+    partition_assignment_strategy: str = "range"
+    watch_broker_ids: str = "always"
+    streams: int = 1
+    fetch_max_records: int = 500
+    fetch_wait_max_ms: int = 100
+
+    @staticmethod
+    def key_of(field_name: str) -> str:
+        """Kafka's dotted key for a field (the lab's own keys keep their names)."""
+        return field_name if field_name in ("watch_broker_ids", "streams") else field_name.replace("_", ".")
+
+    @classmethod
+    def from_dict(cls, props: dict) -> ConsumerConfig:
+        by_key = {cls.key_of(f.name): f for f in fields(cls)}
+        unknown = sorted(set(props) - set(by_key))
+        if unknown:
+            raise LabError(f"Unknown consumer config key(s): {', '.join(unknown)}.",
+                           f"Known keys: {', '.join(sorted(by_key))}.")
+        values = {}
+        for key, value in props.items():
+            f = by_key[key]
+            values[f.name] = _convert(key, value, f.type)
+        for required in ("group.id", "zookeeper.connect"):
+            if not values.get(by_key[required].name):
+                raise LabError(f"Consumer config needs {required}.", f"Set {required}.")
+        config = cls(**values)
+        config._validate()
+        if not config.consumer_id:
+            config = _with(config, consumer_id=new_consumer_id(config.group_id))
+        return config
+
+    def _validate(self) -> None:
+        checks = [
+            (self.zookeeper_session_timeout_ms > 0, "zookeeper.session.timeout.ms must be > 0"),
+            (self.zookeeper_connection_timeout_ms > 0, "zookeeper.connection.timeout.ms must be > 0"),
+            (self.rebalance_max_retries >= 1, "rebalance.max.retries must be >= 1"),
+            (self.rebalance_backoff_ms >= 0, "rebalance.backoff.ms must be >= 0"),
+            (self.auto_commit_interval_ms > 0, "auto.commit.interval.ms must be > 0"),
+            (self.auto_offset_reset in ("smallest", "largest"), "auto.offset.reset must be smallest or largest"),
+            (self.partition_assignment_strategy == "range", "partition.assignment.strategy must be range"),
+            (self.watch_broker_ids in ("always", "when_empty"), "watch_broker_ids must be always or when_empty"),
+            (self.streams >= 1, "streams must be >= 1"),
+            (self.fetch_max_records >= 1, "fetch.max.records must be >= 1"),
+            (self.fetch_wait_max_ms >= 0, "fetch.wait.max.ms must be >= 0"),
+        ]
+        bad = [why for ok, why in checks if not ok]
+        if bad:
+            raise LabError(f"Invalid consumer config: {'; '.join(bad)}.", "Fix the value(s) and try again.")
+
+    def as_record(self) -> dict:
+        """Kafka-named keys and values, for traces and reports."""
+        return {self.key_of(k): v for k, v in asdict(self).items()}
+
+
+def _with(config: ConsumerConfig, **changes) -> ConsumerConfig:
+    from dataclasses import replace
+
+    return replace(config, **changes)
+
+
+def _convert(key: str, value, kind):
+    try:
+        if kind in ("int", int):
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value)
+        if kind in ("bool", bool):
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("true", "false"):
+                return str(value).lower() == "true"
+            raise ValueError
+        return str(value)
+    except (TypeError, ValueError):
+        raise LabError(f"Consumer config {key}={value!r} is not a valid {getattr(kind, '__name__', kind)}.",
+                       "Fix the value and try again.") from None
+
+
+def new_consumer_id(group: str) -> str:
+    """Kafka 0.8's consumer id: `<group>_<hostname>-<currentTimeMillis>-<8 hex of a random UUID>`."""
+    host = socket.gethostname() or "localhost"
+    return f"{group}_{host}-{time.time_ns() // 1_000_000}-{secrets.token_hex(4)}"
+
