@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 
+from lab_cluster.broker.client import find_leader
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient, WireError
 
@@ -45,20 +46,8 @@ class PartitionFetcher:
         return self.position
 
     def _leader_client(self) -> WireClient | None:
-        for host, port in self.brokers.values():
-            probe = WireClient(host, port, timeout_s=5)
-            try:
-                metadata = probe.call("Metadata")
-            except (ConnectionError, WireError):
-                continue
-            finally:
-                probe.close()
-            leader = metadata["topics"].get(self.topic, {}).get(str(self.partition), -1)
-            brokers = metadata["brokers"]
-            if str(leader) in brokers:
-                b = brokers[str(leader)]
-                return WireClient(b["host"], b["port"], client_id=self.thread_id, timeout_s=10)
-        return None
+        leader = find_leader(self.brokers, self.topic, self.partition)
+        return WireClient(*leader, client_id=self.thread_id, timeout_s=10) if leader else None
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -11,93 +11,13 @@ import socket
 import struct
 import threading
 import time
-import uuid
-from types import SimpleNamespace
 
 import pytest
-from conftest import kazoo
+from conftest import PARTITIONS, SESSION_MS, _client, _fetch_all, _produced, _start_producer, _wait_produced
 
 from lab_cluster.broker import zk_layout as L
-from lab_cluster.broker.admin import (
-    broker_addresses,
-    create_topic,
-    leaders,
-    start_broker,
-    wait_for_leaders,
-    wait_for_metadata,
-)
-from lab_cluster.processes import LabProcess
+from lab_cluster.broker.admin import broker_addresses, leaders, wait_for_leaders, wait_for_metadata
 from lab_cluster.wire import ErrorCode, WireClient, WireError, read_frame
-
-SESSION_MS = 4000
-PARTITIONS = 4
-
-
-@pytest.fixture
-def cluster(zk, tmp_path):
-    chroot = f"/clusters/{uuid.uuid4().hex[:10]}"
-    admin = kazoo(zk.connect)
-    admin.ensure_path(chroot)
-    connect = zk.connect + chroot
-    client = kazoo(connect)
-    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS) for i in (1, 2, 3)}
-    create_topic(client, "t", PARTITIONS, [1, 2, 3])
-    wait_for_metadata(client, "t", PARTITIONS)
-    ns = SimpleNamespace(connect=connect, zk=client, brokers=brokers, dir=tmp_path, producer=None)
-    yield ns
-    if ns.producer is not None:
-        ns.producer.stop()
-    for broker in brokers.values():
-        broker.stop()
-    client.stop()
-    client.close()
-    admin.delete(chroot, recursive=True)
-    admin.stop()
-    admin.close()
-
-
-def _client(cluster, broker_id):
-    host, port = broker_addresses(cluster.zk)[broker_id]
-    return WireClient(host, port, client_id="test")
-
-
-def _produced(trial_dir):
-    events = [json.loads(line) for line in (trial_dir / "traces" / "producer.jsonl").read_text().splitlines()]
-    out = {}
-    for e in events:
-        if e["kind"] == "produced":
-            out.setdefault(e["partition"], []).append((e["offset"], json.loads(e["fields"])["value"]))
-    return out
-
-
-def _fetch_all(cluster, partition):
-    leader = leaders(cluster.zk, "t")[partition]
-    client = _client(cluster, leader)
-    records, offset = [], 0
-    while True:
-        batch = client.call("Fetch", topic="t", partition=partition, offset=offset, max_records=500)["records"]
-        if not batch:
-            return [(r["offset"], r["value"]) for r in records]
-        records += batch
-        offset = batch[-1]["offset"] + 1
-
-
-def _start_producer(cluster, rate=100):
-    cluster.producer = LabProcess("producer", "lab_cluster.producer",
-                                  ["--zk", cluster.connect, "--topic", "t", "--rate", str(rate),
-                                   "--trial-dir", str(cluster.dir)], cluster.dir / "proc" / "producer.log")
-    return cluster.producer
-
-
-def _wait_produced(cluster, at_least, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (cluster.dir / "traces" / "producer.jsonl").exists():
-            counts = _produced(cluster.dir)
-            if len(counts) == PARTITIONS and all(len(v) >= at_least for v in counts.values()):
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"the producer did not produce {at_least} messages per partition")
 
 
 def test_znodes_have_kafka_08_keys_and_types(cluster):
