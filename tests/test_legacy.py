@@ -1,0 +1,230 @@
+"""The ZooKeeper-era consumer against a real ZooKeeper and real brokers."""
+
+import json
+import threading
+import time
+
+import pytest
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, kazoo
+
+from lab_cluster.faultproxy import Mode
+from lab_cluster.faults import zk_link
+from lab_cluster.trace import TraceRecorder
+from legacy_zk import znodes
+from legacy_zk.config import ConsumerConfig
+from legacy_zk.consumer import ConsumerState, LegacyConsumer
+
+GROUP = "g"
+FAST = {"zookeeper.session.timeout.ms": 4000, "rebalance.backoff.ms": 200, "auto.offset.reset": "smallest",
+        "auto.commit.interval.ms": 500}
+
+
+class Group:
+    """Consumers of one group, each with its own trace, started and stopped by the test."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.consumers: list[LegacyConsumer] = []
+        self.traces: list[TraceRecorder] = []
+
+    def add(self, name: str, connect: str | None = None, **overrides) -> LegacyConsumer:
+        props = {"group.id": GROUP, "zookeeper.connect": connect or self.cluster.connect, **FAST, **overrides}
+        trace = TraceRecorder(self.cluster.dir, trial="t", design="legacy", actor=name)
+        consumer = LegacyConsumer(ConsumerConfig.from_dict(props), ["t"], trace).start()
+        self.consumers.append(consumer)
+        self.traces.append(trace)
+        return consumer
+
+    def live(self):
+        return [c for c in self.consumers if c.state is not ConsumerState.STOPPED]
+
+    def settle(self, timeout_s=60):
+        """Wait until every live consumer is CONSUMING and their shares cover every partition once."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            live = self.live()
+            owned = [key for c in live for key in c.assignment()]
+            if all(c.state is ConsumerState.CONSUMING and not c._rebalance_needed.is_set() for c in live) \
+                    and sorted(owned) == [("t", p) for p in range(PARTITIONS)]:
+                return {c.consumer_id: sorted(p for _, p in c.assignment()) for c in live}
+            time.sleep(0.05)
+        raise AssertionError(f"group did not settle: {[(c.state, c.assignment()) for c in self.live()]}")
+
+    def stop_all(self):
+        for c in self.live():
+            c.stop()
+        for t in self.traces:
+            t.close()
+
+    def events(self, index, kind=None):
+        path = self.traces[index].path
+        self.traces[index].flush()
+        events = [json.loads(line) for line in path.read_text().splitlines()]
+        return [e for e in events if kind is None or e["kind"] == kind]
+
+
+@pytest.fixture
+def group(cluster):
+    g = Group(cluster)
+    yield g
+    g.stop_all()
+
+
+def _owner_znodes(cluster):
+    out = {}
+    for p in range(PARTITIONS):
+        stat = cluster.zk.exists(f"{znodes.owner_path(GROUP, 't', p)}")
+        if stat:
+            out[p] = cluster.zk.get(znodes.owner_path(GROUP, "t", p))[0].decode()
+    return out
+
+
+def test_one_consumer_owns_every_partition(group):
+    c = group.add("c1")
+    shares = group.settle()
+    assert shares == {c.consumer_id: list(range(PARTITIONS))}
+    assert _owner_znodes(group.cluster) == {p: f"{c.consumer_id}-0" for p in range(PARTITIONS)}
+    reg = json.loads(group.cluster.zk.get(znodes.consumer_path(GROUP, c.consumer_id))[0])
+    assert reg["version"] == 1 and reg["subscription"] == {"t": 1} and reg["pattern"] == "static"
+    assert isinstance(reg["timestamp"], str)
+
+
+def test_three_consumers_own_range_shares_and_the_znodes_agree(group):
+    consumers = [group.add(f"c{i}") for i in range(3)]
+    shares = group.settle()
+    ordered = sorted(c.consumer_id for c in consumers)
+    # Kafka 0.8's formula: 4 partitions over 3 sorted threads -> 2, 1, 1.
+    assert [shares[cid] for cid in ordered] == [[0, 1], [2], [3]]
+    owners = _owner_znodes(group.cluster)
+    believed = {p: thread for c in consumers for (_, p), thread in c.assignment().items()}
+    assert owners == believed
+
+
+def test_a_join_and_a_leave_make_every_consumer_rebalance(group):
+    first = [group.add(f"c{i}") for i in range(2)]
+    group.settle()
+    before = [len(group.events(i, "zk_watch_fired")) for i in range(2)]
+    joiner = group.add("c2")
+    group.settle()
+    after_join = [len(group.events(i, "zk_watch_fired")) for i in range(2)]
+    assert all(a > b for a, b in zip(after_join, before, strict=True))  # every member was told
+    assert all(c.rebalances >= 2 for c in first)  # and rebalanced again
+    joiner.stop()
+    shares = group.settle()
+    assert set(shares) == {c.consumer_id for c in first}
+    after_leave = [len(group.events(i, "zk_watch_fired")) for i in range(2)]
+    assert all(a > b for a, b in zip(after_leave, after_join, strict=True))
+    for i in range(2):  # each member's watch on the group's ids node fired for the join and for the leave
+        fired = [e for e in group.events(i, "zk_watch_fired") if e["path"] == znodes.ids_path(GROUP)]
+        assert len(fired) >= 2 and all(json.loads(e["fields"])["event_type"] == "CHILD" for e in fired)
+
+
+def test_a_graceful_handover_loses_and_duplicates_nothing(group):
+    cluster = group.cluster
+    _start_producer(cluster, rate=100)
+    c1 = group.add("c1")
+    group.settle()
+    _wait_produced(cluster, at_least=30)
+    c2 = group.add("c2")
+    group.settle()
+    _wait_produced(cluster, at_least=len(_produced(cluster.dir)[0]) + 30)
+    c1.stop()
+    group.settle()
+    cluster.producer.stop()
+    cluster.producer = None
+    produced = _produced(cluster.dir)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # let c2 catch up with the end of every log
+        processed = [e for i in range(2) for e in group.events(i, "processed")]
+        if len(processed) >= sum(len(v) for v in produced.values()):
+            break
+        time.sleep(0.2)
+    processed = [(e["partition"], e["offset"]) for i in range(2) for e in group.events(i, "processed")]
+    expected = [(p, o) for p, items in produced.items() for o, _ in items]
+    assert sorted(processed) == sorted(expected)  # each produced message processed exactly once
+    assert c2.state is ConsumerState.CONSUMING
+
+
+def test_an_owner_conflict_backs_off_and_succeeds_once_released(group, zk):
+    squatter = kazoo(group.cluster.connect)
+    squatter.create(znodes.owner_path(GROUP, "t", 0), b"someone-else-0", ephemeral=True, makepath=True)
+    c = group.add("c1", **{"rebalance.max.retries": 50})
+    deadline = time.monotonic() + 30
+    while not group.events(0, "owner_conflict") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert c.state is not ConsumerState.CONSUMING
+    squatter.stop()  # its session closes and the owner znode goes with it
+    squatter.close()
+    assert group.settle() == {c.consumer_id: list(range(PARTITIONS))}
+    ends = [json.loads(e["fields"])["outcome"] for e in group.events(0, "rebalance_end")]
+    assert ends[0] == "conflict" and ends[-1] == "ok"
+    conflicts = group.events(0, "owner_conflict")
+    assert conflicts and conflicts[0]["partition"] == 0
+
+
+def test_an_owner_conflict_that_lasts_gives_up_after_max_retries(group):
+    squatter = kazoo(group.cluster.connect)
+    squatter.create(znodes.owner_path(GROUP, "t", 2), b"someone-else-0", ephemeral=True, makepath=True)
+    try:
+        c = group.add("c1", **{"rebalance.max.retries": 3})
+        deadline = time.monotonic() + 30
+        while c.state is not ConsumerState.FAILED and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.state is ConsumerState.FAILED
+        assert c.assignment() == {} and c.fetching() == set()  # it stops consuming, as 0.8 did
+        failed = group.events(0, "rebalance_failed")
+        assert len(failed) == 1 and json.loads(failed[0]["fields"])["attempts"] == 3
+        assert [json.loads(e["fields"])["outcome"] for e in group.events(0, "rebalance_end")] == ["conflict"] * 3
+    finally:
+        squatter.stop()
+        squatter.close()
+
+
+def test_after_a_session_expiry_the_consumer_reregisters_and_the_group_converges(group):
+    cluster = group.cluster
+    link = zk_link(cluster.ensemble, "c1-zk", chroot=cluster.chroot)
+    try:
+        c1 = group.add("c1", connect=link.connect)
+        c2 = group.add("c2")
+        group.settle()
+        expired = threading.Event()
+        cluster.zk.exists(znodes.consumer_path(GROUP, c1.consumer_id), watch=lambda e: expired.set())
+        link.set_mode(Mode.BLACKHOLE)
+        assert expired.wait(60)  # the server expired c1's session
+        link.set_mode(Mode.PASS)
+        shares = group.settle()
+        assert set(shares) == {c1.consumer_id, c2.consumer_id}
+        assert cluster.zk.exists(znodes.consumer_path(GROUP, c1.consumer_id))  # registered again
+        assert group.events(0, "session_expired") and group.events(0, "session_reestablished")
+    finally:
+        group.stop_all()
+        link.close()
+
+
+def test_a_consumer_cut_off_from_zookeeper_keeps_fetching_what_another_now_owns(group):
+    cluster = group.cluster
+    _start_producer(cluster, rate=50)
+    link = zk_link(cluster.ensemble, "c1-zk", chroot=cluster.chroot)
+    try:
+        c1 = group.add("c1", connect=link.connect)
+        group.settle()
+        link.set_mode(Mode.BLACKHOLE)  # c1 loses ZooKeeper, not its brokers
+        cut_at = time.monotonic_ns()
+        c2 = group.add("c2")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if c2.state is ConsumerState.CONSUMING and len(c2.assignment()) == PARTITIONS:
+                break
+            time.sleep(0.1)
+        assert len(c2.assignment()) == PARTITIONS  # c1's session expired: c2 took everything
+        assert c1.fetching()  # ...while c1, which does not know, still fetches
+        time.sleep(1.0)  # let both process for a while
+        both = {}
+        for i in range(2):
+            for e in group.events(i, "processed"):
+                if e["ts_ns"] > cut_at:
+                    both.setdefault(e["partition"], set()).add(i)
+        assert any(owners == {0, 1} for owners in both.values())  # the same partition, processed by two
+    finally:
+        link.set_mode(Mode.PASS)
+        link.close()
