@@ -228,3 +228,72 @@ def test_a_consumer_cut_off_from_zookeeper_keeps_fetching_what_another_now_owns(
     finally:
         link.set_mode(Mode.PASS)
         link.close()
+
+
+def test_consumers_cli_prints_rebalances_and_leaves_nothing_after_ctrl_c(cluster):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lab_cluster.leaks import find_leaks
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "consumers", "--design", "legacy",
+                             "--zk", cluster.connect, "--group", GROUP, "--topic", "t", "--count", "2",
+                             "--config", "rebalance.backoff.ms=200"],
+                            cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo), COLUMNS="200"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    latest = {}
+    try:
+        for line in proc.stdout:
+            m = re.search(r"(c\d): (\w+)\s+rebalances=\d+ partitions=\[(.*)\]", line)
+            if m:
+                latest[m.group(1)] = (m.group(2), m.group(3))
+            if len(latest) == 2 and all(state == "consuming" for state, _ in latest.values()):
+                owned = sorted(int(p) for _, parts in latest.values() for p in parts.split(",") if p.strip())
+                if owned == list(range(PARTITIONS)):
+                    break
+        assert sorted(latest) == ["c1", "c2"], proc.stderr.read()
+        assert cluster.zk.get_children(znodes.ids_path(GROUP)) and len(cluster.zk.get_children(
+            znodes.ids_path(GROUP))) == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert "Traceback" not in proc.stderr.read()
+    assert cluster.zk.get_children(znodes.ids_path(GROUP)) == []  # deregistered
+    assert cluster.zk.get_children(znodes.owners_path(GROUP, "t")) == []  # and released
+    assert find_leaks(proc.pid) == []
+
+
+def test_a_consumer_in_its_own_process_registers_and_leaves_gracefully(cluster):
+    from lab_cluster.processes import LabProcess
+
+    proc = LabProcess("c9", "legacy_zk.host", ["--zk", cluster.connect, "--group", GROUP, "--topic", "t",
+                                               "--trial-dir", str(cluster.dir), "--name", "c9",
+                                               "--config", "rebalance.backoff.ms=200"],
+                      cluster.dir / "proc" / "c9.log")
+    try:
+        (consumer_id,) = proc.info["consumers"]
+        deadline = time.monotonic() + 30
+        while len(cluster.zk.get_children(znodes.owners_path(GROUP, "t")) if cluster.zk.exists(
+                znodes.owners_path(GROUP, "t")) else []) < PARTITIONS and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cluster.zk.get_children(znodes.ids_path(GROUP)) == [consumer_id]
+        assert sorted(cluster.zk.get_children(znodes.owners_path(GROUP, "t"))) == [str(p) for p in range(PARTITIONS)]
+    finally:
+        assert proc.stop() == 0
+    assert cluster.zk.get_children(znodes.ids_path(GROUP)) == []
+    kinds = [json.loads(line)["kind"] for line in (cluster.dir / "traces" / "c9.jsonl").read_text().splitlines()]
+    assert kinds[0] == "trace_open" and kinds[-1] == "trace_close" and "assigned" in kinds
+
+
+def test_bad_consumer_config_is_a_clear_error(cluster):
+    from lab_cluster.errors import LabError
+
+    with pytest.raises(LabError, match="Unknown consumer config key"):
+        ConsumerConfig.from_dict({"group.id": "g", "zookeeper.connect": cluster.connect, "rebalance.retries": 3})
+    with pytest.raises(LabError, match="watch_broker_ids must be always or when_empty"):
+        ConsumerConfig.from_dict({"group.id": "g", "zookeeper.connect": cluster.connect, "watch_broker_ids": "x"})
