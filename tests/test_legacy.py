@@ -297,3 +297,31 @@ def test_bad_consumer_config_is_a_clear_error(cluster):
         ConsumerConfig.from_dict({"group.id": "g", "zookeeper.connect": cluster.connect, "rebalance.retries": 3})
     with pytest.raises(LabError, match="watch_broker_ids must be always or when_empty"):
         ConsumerConfig.from_dict({"group.id": "g", "zookeeper.connect": cluster.connect, "watch_broker_ids": "x"})
+
+
+def test_streams_are_thread_ids_in_the_range_split(group):
+    c = group.add("c1", streams=2)
+    group.settle()
+    owners = _owner_znodes(group.cluster)
+    assert owners == {0: f"{c.consumer_id}-0", 1: f"{c.consumer_id}-0", 2: f"{c.consumer_id}-1",
+                      3: f"{c.consumer_id}-1"}
+    reg = json.loads(group.cluster.zk.get(znodes.consumer_path(GROUP, c.consumer_id))[0])
+    assert reg["subscription"] == {"t": 2}
+
+
+@pytest.mark.parametrize("mode", ["always", "when_empty"])
+def test_watch_broker_ids_always_or_only_when_empty(group, mode):
+    group.add("c1", watch_broker_ids=mode)
+    group.settle()
+    group.cluster.brokers[3].stop()  # a broker leaves gracefully: /brokers/ids changes at once
+    group.add("c2")  # then the group changes: c1 is told of that for sure
+    group.settle()
+    # ZooKeeper delivers a session's notifications in order: had c1 been watching
+    # /brokers/ids, that event would have come before the one for c2's join.
+    kinds = [e["path"] for e in group.events(0, "zk_watch_fired")]
+    assert "/consumers/g/ids" in kinds
+    if mode == "always":
+        assert "/brokers/ids" in kinds  # the mission's consumer hears of every broker change
+        assert kinds.index("/brokers/ids") < kinds.index("/consumers/g/ids")
+    else:
+        assert "/brokers/ids" not in kinds  # 0.8.2.2's code armed that watch only when it found no broker
