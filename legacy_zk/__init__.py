@@ -1,5 +1,7 @@
-"""The ZooKeeper-era consumer, after Kafka 0.8's `ZookeeperConsumerConnector`.
+"""The ZooKeeper-era consumer, after Kafka 0.8's `ZookeeperConsumerConnector` (DESIGN.md §2).
 
 Every consumer registers under `/consumers/<group>/ids`, watches that node and
-`/brokers/ids`, and rebalances itself: DESIGN.md §2. Not built yet (issue 4).
+`/brokers/ids`, and rebalances itself from what it reads, without knowing what
+the others read. Start with `consumer.py`; the README lists the modules in the
+order one rebalance goes through them.
 """
