@@ -96,26 +96,28 @@ def wait_for_metadata(zk: KazooClient, topic: str, partitions: int, timeout_s: f
     after the controller writes them; a client that asks too early is told
     UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER and must retry.
     """
-    from ..wire import WireClient
-
     deadline = time.monotonic() + timeout_s
-    expected = wait_for_leaders(zk, topic, partitions, timeout_s)
-    want = {str(p): leader for p, leader in expected.items()}
     while True:
-        views = {}
-        for broker_id, (host, port) in broker_addresses(zk).items():
-            client = WireClient(host, port, timeout_s=5)
-            try:
-                views[broker_id] = client.call("Metadata")["topics"].get(topic)
-            except (ConnectionError, Exception):
-                views[broker_id] = None
-            finally:
-                client.close()
+        expected = wait_for_leaders(zk, topic, partitions, max(0.1, deadline - time.monotonic()))
+        want = {str(p): leader for p, leader in expected.items()}
+        views = {broker_id: _topic_metadata(host, port, topic)
+                 for broker_id, (host, port) in broker_addresses(zk).items()}
         if views and all(v == want for v in views.values()):
             return expected
         if time.monotonic() > deadline:
             raise LabError(f"Brokers did not agree on topic {topic}'s leaders within {timeout_s:.0f} s "
                            f"(ZooKeeper: {want}; brokers: {views}).", "Check the brokers' logs.")
         time.sleep(0.05)
-        expected = wait_for_leaders(zk, topic, partitions, max(0.1, deadline - time.monotonic()))
-        want = {str(p): leader for p, leader in expected.items()}
+
+
+def _topic_metadata(host: str, port: int, topic: str) -> dict | None:
+    """One broker's view of a topic's leaders, or None if it does not answer."""
+    from ..wire import WireClient, WireError
+
+    client = WireClient(host, port, timeout_s=5)
+    try:
+        return client.call("Metadata")["topics"].get(topic)
+    except (ConnectionError, WireError):
+        return None
+    finally:
+        client.close()

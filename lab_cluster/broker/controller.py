@@ -28,7 +28,7 @@ import json
 import threading
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from . import zk_layout as L
 
@@ -71,7 +71,7 @@ class Controller:
             try:
                 self.zk.set(L.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
                 return epoch
-            except Exception:  # BadVersion: another controller raced us; read again
+            except BadVersionError:  # another controller raced us: read again
                 continue
 
     def _on_topics(self, topics):
