@@ -10,6 +10,7 @@ Subcommands (argparse, one module each):
   topic and a producer, until Ctrl-C.
 - `consumers --design legacy --zk C --group G --topic T --count N`: consumers
   that print every rebalance, until Ctrl-C.
+- `assign --assignor NAME FILE.json`: run an assignor on a group described in a file.
 - `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
 - `bench cluster [--out FILE]`: fetch, produce and trace-write throughput.
 
@@ -26,7 +27,7 @@ from lab_cluster.errors import LabError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench_cluster, bench_zk, cluster_up, consumers, doctor, zk_up
+    from . import assign, bench_cluster, bench_zk, cluster_up, consumers, doctor, zk_up
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="CLUSTER_COMMAND")
     cluster_up.add_parser(cluster_sub)
     consumers.add_parser(sub)
+    assign.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that write their figures to files")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     bench_zk.add_parser(bench_sub)

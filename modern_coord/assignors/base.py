@@ -1,0 +1,52 @@
+"""What every assignor takes and gives, and the member order Kafka's assignors share.
+
+The group leader runs the assignor chosen for the group on every member's
+`Subscription` and the partition count of each topic, and returns each
+member's list of partitions. `Subscription` is a value object: the topics a
+member subscribes to, the partitions it owned before (for sticky
+assignment), its generation, and its `group.instance.id` if it is a static
+member.
+
+Member order (`member_order`) is Kafka's `MemberInfo.compareTo`: static members
+first, by `group.instance.id`, then dynamic members by member id, each in plain
+string order. (Java compares UTF-16 code units and Python code points; the two
+orders differ only for characters outside the Basic Multilingual Plane.)
+
+    >>> subs = {"m-b": Subscription(["t"]), "m-a": Subscription(["t"]),
+    ...         "m-z": Subscription(["t"], group_instance_id="i-1")}
+    >>> member_order(subs)
+    ['m-z', 'm-a', 'm-b']
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Subscription:
+    topics: list[str]
+    owned_partitions: list[TopicPartition] = field(default_factory=list)
+    generation: int = -1
+    group_instance_id: str | None = None
+
+
+def member_order(subscriptions: dict[str, Subscription]) -> list[str]:
+    """Member ids in Kafka's `MemberInfo` order."""
+    static = sorted((s.group_instance_id, m) for m, s in subscriptions.items() if s.group_instance_id is not None)
+    dynamic = sorted(m for m, s in subscriptions.items() if s.group_instance_id is None)
+    return [m for _, m in static] + dynamic
+
+
+class Assignor(ABC):
+    """An assignor: a name (voted on in JoinGroup) and `assign`."""
+
+    name: str
+
+    @abstractmethod
+    def assign(self, partitions_per_topic: dict[str, int],
+               subscriptions: dict[str, Subscription]) -> dict[str, list[TopicPartition]]:
+        """{member id: partitions}, every member listed (possibly with nothing)."""
