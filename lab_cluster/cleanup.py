@@ -98,6 +98,9 @@ def _install_signal_handlers() -> None:
             signal.signal(sig, _raise_system_exit)
 
 
+_temp_tokens: dict[Path, int] = {}
+
+
 def make_temp_dir(purpose: str) -> Path:
     """A fresh temp dir named after this process, removed by the reaper at exit.
 
@@ -115,8 +118,6 @@ def remove_temp_dir(path: Path) -> None:
     if token is not None:
         REAPER.unregister(token)
 
-
-_temp_tokens: dict[Path, int] = {}
 
 def signal_process(pid: int, sig: int) -> None:
     """Send `sig` to `pid`; a process that has already gone is not an error."""

@@ -26,3 +26,8 @@ class LabError(Exception):
 
     def __str__(self) -> str:
         return self.paragraph()
+
+
+def tail(text: str, lines: int = 40) -> str:
+    """The last `lines` lines of a log, for `LabError.details`."""
+    return "\n".join(text.splitlines()[-lines:])

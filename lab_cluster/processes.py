@@ -26,8 +26,7 @@ import time
 from pathlib import Path
 
 from .cleanup import OWNER_PROPERTY, REAPER, child_preexec, signal_process
-from .errors import LabError
-from .zk.server import tail
+from .errors import LabError, tail
 
 
 def owner_arg() -> str:

@@ -121,12 +121,10 @@ class LegacyConsumer:
             t.join(self.config.zookeeper_session_timeout_ms / 1000 + self.config.rebalance_backoff_ms / 1000 + 5)
         with self._lock:
             try:
-                self._stop_fetchers_and_commit()
-                release_all(self.zk, self.config.group_id, set(self._owned))
+                self._revoke_all()
                 deregister(self.zk, self.config.group_id, self.consumer_id)
             except (KazooException, KazooTimeoutError) as exc:
                 self.trace.record("stop_incomplete", member=self.consumer_id, error=type(exc).__name__)
-            self._owned = {}
         self.kazoo.stop()
         self.kazoo.close()
         self._set_state(ConsumerState.STOPPED)
@@ -193,12 +191,11 @@ class LegacyConsumer:
             if ok:
                 self._set_state(ConsumerState.CONSUMING)
                 return
-            with self._lock:
+            with self._lock:  # undo whatever the failed attempt got to (fetchers, claims)
                 try:
-                    release_all(self.zk, self.config.group_id, set(self._owned))
+                    self._revoke_all()
                 except (KazooException, KazooTimeoutError):
                     pass
-                self._owned = {}
             self._stopping.wait(self.config.rebalance_backoff_ms / 1000)
         self.trace.record("rebalance_failed", member=self.consumer_id, attempts=self.config.rebalance_max_retries)
         self._set_state(ConsumerState.FAILED)
@@ -206,9 +203,7 @@ class LegacyConsumer:
     def _attempt(self) -> bool:
         group = self.config.group_id
         with self._lock:
-            self._stop_fetchers_and_commit()                                   # 1
-            release_all(self.zk, group, set(self._owned))                      # 2
-            self._owned = {}
+            self._revoke_all()                                                 # 1, 2
         view = read_view(self.zk, self.trace, group, self.topics, self._watches.fired,
                          watch_brokers=self._watch_brokers)                   # 3
         if not view.brokers:
@@ -248,19 +243,26 @@ class LegacyConsumer:
                 client.close()
         return 0
 
-    def _stop_fetchers_and_commit(self) -> None:
-        """Stop every fetcher and commit its position (called with the lock held)."""
-        if not self._fetchers:
-            return
-        revoked = sorted(self._fetchers)
-        for key, fetcher in list(self._fetchers.items()):
-            position = fetcher.stop()
-            if self._committed.get(key) != position:
-                commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position,
-                              fetcher.thread_id)
-                self._committed[key] = position
-        self._fetchers.clear()
-        self.trace.record("revoked", member=self.consumer_id, partitions=[[t, p] for t, p in revoked])
+    def _revoke_all(self) -> None:
+        """Stop every fetcher, commit its position, delete our owner znodes (lock held).
+
+        The start of every attempt, the undoing of a failed one, and a graceful stop.
+        Owners are forgotten even if ZooKeeper refuses the deletes: an unreachable
+        ZooKeeper removes them with the session.
+        """
+        if self._fetchers:
+            revoked = sorted(self._fetchers)
+            for key, fetcher in list(self._fetchers.items()):
+                self._commit_if_moved(key, fetcher.stop(), fetcher.thread_id)
+            self._fetchers.clear()
+            self.trace.record("revoked", member=self.consumer_id, partitions=[[t, p] for t, p in revoked])
+        owned, self._owned = set(self._owned), {}
+        release_all(self.zk, self.config.group_id, owned)
+
+    def _commit_if_moved(self, key: tuple[str, int], position: int, thread_id: str) -> None:
+        if self._committed.get(key) != position:
+            commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id)
+            self._committed[key] = position
 
     # -- offsets -----------------------------------------------------------------------
     def _auto_commit_loop(self) -> None:
@@ -271,12 +273,8 @@ class LegacyConsumer:
                 positions = {k: f.position for k, f in self._fetchers.items()}
                 fetchers = dict(self._fetchers)
             for key, position in positions.items():
-                if self._committed.get(key) == position:
-                    continue
                 try:
-                    commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position,
-                                  fetchers[key].thread_id)
-                    self._committed[key] = position
+                    self._commit_if_moved(key, position, fetchers[key].thread_id)
                 except (KazooException, KazooTimeoutError):
                     break  # ZooKeeper unreachable: try at the next interval
 

@@ -24,10 +24,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from lab_cluster.cleanup import REAPER
+from lab_cluster.errors import tail
 from lab_cluster.leaks import find_leaks, reap_orphans
 from lab_cluster.zk import Ensemble, ZkSettings, provision
 from lab_cluster.zk.backends import testcontainers_problem
-from lab_cluster.zk.server import tail
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

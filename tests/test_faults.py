@@ -4,7 +4,7 @@ import json
 import threading
 import time
 
-from kazoo.client import KazooClient
+from conftest import kazoo
 from kazoo.protocol.states import KazooState
 
 from lab_cluster.faultproxy import Mode
@@ -33,12 +33,6 @@ class States:
                 self._cond.wait(left)
 
 
-def _client(connect, timeout=4.0):
-    client = KazooClient(hosts=connect, timeout=timeout)
-    client.start(timeout=30)
-    return client
-
-
 def test_blackholed_link_suspends_and_the_session_is_lost_when_the_timeout_passes(zk, tmp_path):
     """A partitioned client cannot know that its session expired.
 
@@ -49,9 +43,9 @@ def test_blackholed_link_suspends_and_the_session_is_lost_when_the_timeout_passe
     """
     link = zk_link(zk, "c1-zk")
     faults = Faults(TraceRecorder(tmp_path, trial="t", design="legacy", actor="faults"))
-    client = _client(link.connect)
+    client = kazoo(link.connect, timeout=4.0)
     states = States(client)
-    observer = _client(zk.connect)
+    observer = kazoo(zk.connect, timeout=4.0)
     expired = threading.Event()
     try:
         client.create("/c1-alive", ephemeral=True, makepath=True)
@@ -81,7 +75,7 @@ def test_blackholed_link_suspends_and_the_session_is_lost_when_the_timeout_passe
 
 def test_reset_link_drops_the_connection_but_keeps_the_session(zk):
     link = zk_link(zk, "c2-zk")
-    client = _client(link.connect, timeout=10.0)
+    client = kazoo(link.connect)
     states = States(client)
     try:
         session = client.client_id[0]
@@ -99,7 +93,7 @@ def test_reset_link_drops_the_connection_but_keeps_the_session(zk):
 
 def test_delayed_link_answers_late_but_answers(zk):
     link = zk_link(zk, "c3-zk")
-    client = _client(link.connect, timeout=10.0)
+    client = kazoo(link.connect)
     try:
         client.ensure_path("/delayed")
         link.set_mode(Mode.DELAY, delay_ms=300)
@@ -122,7 +116,7 @@ def test_process_faults_take_effect_and_are_recorded_in_order(zk, tmp_path):
     def state(pid):
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
 
-    admin = _client(zk.connect)
+    admin = kazoo(zk.connect, timeout=4.0)
     chroot = f"/faults/{uuid.uuid4().hex[:8]}"
     admin.ensure_path(chroot)
     faults = Faults(TraceRecorder(tmp_path, trial="t", design="cluster", actor="faults"))

@@ -78,9 +78,10 @@ def wait_for_leaders(zk: KazooClient, topic: str, partitions: int, timeout_s: fl
         time.sleep(0.05)
 
 
-def broker_addresses(zk: KazooClient) -> dict[int, tuple[str, int]]:
+def broker_addresses(zk: KazooClient, ids: list[str] | None = None) -> dict[int, tuple[str, int]]:
+    """{broker id: (host, port)} from the registrations of `ids` (default: every registered broker)."""
     out = {}
-    for i in zk.get_children(L.BROKER_IDS):
+    for i in ids if ids is not None else zk.get_children(L.BROKER_IDS):
         try:
             reg = json.loads(zk.get(L.broker_path(int(i)))[0])
             out[int(i)] = (reg["host"], reg["port"])

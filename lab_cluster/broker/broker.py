@@ -38,6 +38,7 @@ from ..ports import LOOPBACK
 from ..trace import TraceRecorder
 from ..wire import ErrorCode, WireError, WireServer
 from . import zk_layout as L
+from .admin import broker_addresses
 from .controller import Controller
 
 
@@ -58,7 +59,7 @@ class Broker:
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._leaders: dict[tuple[str, int], int] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
-        self._brokers: dict[int, dict] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
         self._watched_topics: set[str] = set()
         self.server.add_api("Produce", (1,), self._produce)
         self.server.add_api("Fetch", (1,), self._fetch)
@@ -102,13 +103,7 @@ class Broker:
 
     # -- what this broker knows, from ZooKeeper watches ----------------------------
     def _on_brokers(self, ids):
-        brokers = {}
-        for i in ids:
-            try:
-                data, _ = self.zk.get(L.broker_path(int(i)))
-                brokers[int(i)] = json.loads(data)
-            except Exception:
-                continue
+        brokers = broker_addresses(self.zk, ids)
         with self._lock:
             self._brokers = brokers
 
@@ -187,6 +182,6 @@ class Broker:
 
     def _metadata(self, request: dict) -> dict:
         with self._lock:
-            return {"brokers": {str(i): {"host": b["host"], "port": b["port"]} for i, b in self._brokers.items()},
+            return {"brokers": {str(i): {"host": host, "port": port} for i, (host, port) in self._brokers.items()},
                     "topics": {t: {str(p): self._leaders.get((t, p), L.NO_LEADER) for p in a}
                                for t, a in self._assignments.items()}}

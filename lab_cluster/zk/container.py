@@ -27,9 +27,9 @@ from testcontainers.core.waiting_utils import WaitStrategy
 
 from ..cleanup import OWNER_LABEL, REAPER
 from ..docker_engine import configure_testcontainers, docker_client, require_image, zk_image
-from ..errors import LabError
+from ..errors import LabError, tail
 from ..fourlw import parse_srvr, send
-from .server import ServerState, ZkServer, kazoo_connects, tail
+from .server import ServerState, ZkServer, kazoo_connects
 from .settings import ServerAddress, ZkSettings, official_image_env, plan_ensemble, server_properties
 
 

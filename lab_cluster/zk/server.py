@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .. import fourlw
-from ..errors import LabError
+from ..errors import LabError, tail
 from .settings import ServerAddress
 
 
@@ -138,6 +138,3 @@ def kazoo_connects(host: str, port: int) -> bool:
         client.stop()
         client.close()
 
-
-def tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
