@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modern_coord.assignors import ASSIGNORS, RangeAssignor, RoundRobinAssignor, Subscription
+from modern_coord.assignors import ASSIGNORS, RangeAssignor, RoundRobinAssignor, StickyAssignor, Subscription
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,6 +86,67 @@ def test_roundrobin_is_balanced_overall_when_subscriptions_are_identical(topics,
     subs = {m: Subscription(sorted(topics)) for m in members}
     counts = [len(p) for p in RoundRobinAssignor().assign(topics, subs).values()]
     assert max(counts) - min(counts) <= 1
+
+
+def test_sticky_hands_a_leavers_partitions_to_the_others_and_moves_nothing_else():
+    topics = {"t0": 2, "t1": 2, "t2": 2, "t3": 2}
+    first = StickyAssignor().assign(topics, {c: Subscription(sorted(topics)) for c in ("C0", "C1", "C2")})
+    after = StickyAssignor().assign(topics, {c: Subscription(sorted(topics), first[c], 1) for c in ("C0", "C2")})
+    assert set(first["C0"]) <= set(after["C0"]) and set(first["C2"]) <= set(after["C2"])
+    assert set(after["C0"]) | set(after["C2"]) == {(t, p) for t in topics for p in range(2)}
+
+
+def test_sticky_trusts_only_the_newest_generation_and_drops_doubly_claimed_partitions():
+    # c1 (generation 2) and c0 (generation 1) both claim t-0: c1, the newer, keeps it.
+    # c1 and c2 both claim t-1 in generation 2: neither is trusted with it.
+    subs = {"c0": Subscription(["t"], [("t", 0)], 1), "c1": Subscription(["t"], [("t", 0), ("t", 1)], 2),
+            "c2": Subscription(["t"], [("t", 1), ("t", 2)], 2)}
+    out = StickyAssignor().assign({"t": 3}, subs)
+    assert out["c1"] == [("t", 0)] and out["c2"] == [("t", 2)] and out["c0"] == [("t", 1)]
+
+
+def test_sticky_general_path_keeps_owned_partitions_when_subscriptions_differ():
+    subs = {"c0": Subscription(["a"], [("a", 0), ("a", 1)], 3), "c1": Subscription(["a", "b"], [("b", 0)], 3),
+            "c2": Subscription(["b"], [], -1)}
+    out = StickyAssignor().assign({"a": 2, "b": 2}, subs)
+    assert out == {"c0": [("a", 0), ("a", 1)], "c1": [("b", 0)], "c2": [("b", 1)]}
+
+
+def _sticky_is_balanced(out, subs):
+    """Kafka's check: a member two or more partitions ahead of another holds nothing the other could take."""
+    for big in out:
+        for small in out:
+            if len(out[big]) > len(out[small]) + 1:
+                assert not any(t in subs[small].topics for t, _ in out[big]), (big, small, out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(group=groups)
+def test_sticky_is_balanced_as_kafkas_is(group):
+    subs = _subs(group)
+    _sticky_is_balanced(StickyAssignor().assign(group["topics"], subs), subs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(topics=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 12), min_size=1),
+       members=st.lists(st.text("xyz0123", min_size=1, max_size=4), min_size=2, max_size=8, unique=True),
+       joiner=st.booleans(), data=st.data())
+def test_sticky_keeps_every_partition_it_can_when_a_member_joins_or_leaves(topics, members, joiner, data):
+    """Identical subscriptions: after one change, every member that stays keeps min(owned, quota) partitions."""
+    names = sorted(topics)
+    before = StickyAssignor().assign(topics, {m: Subscription(names) for m in members})
+    changed = data.draw(st.sampled_from(members))
+    if joiner:
+        stay = {m: Subscription(names, before[m], 1) for m in members}
+        stay[changed + "-new"] = Subscription(names)
+    else:
+        stay = {m: Subscription(names, before[m], 1) for m in members if m != changed}
+    after = StickyAssignor().assign(topics, stay)
+    counts = [len(v) for v in after.values()]
+    assert max(counts) - min(counts) <= 1
+    quota = sum(topics.values()) // len(stay)
+    for member, sub in stay.items():
+        assert len(set(sub.owned_partitions) & set(after[member])) >= min(len(sub.owned_partitions), quota)
 
 
 def _assign_cli(tmp_path, name, doc):

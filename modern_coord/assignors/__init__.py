@@ -2,15 +2,17 @@
 
 - `range`: `RangeAssignor`
 - `roundrobin`: `RoundRobinAssignor`
+- `sticky`: `StickyAssignor` (eager; the cooperative variant is not built)
 
-(The sticky assignor comes next.) `ASSIGNORS` maps each protocol name, as
+`ASSIGNORS` maps each protocol name, as
 members vote for it in JoinGroup, to an instance.
 """
 
 from .base import Assignor, Subscription, member_order
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor
+from .sticky import StickyAssignor
 
-ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor())}
+ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor())}
 
-__all__ = ["ASSIGNORS", "Assignor", "RangeAssignor", "RoundRobinAssignor", "Subscription", "member_order"]
+__all__ = ["ASSIGNORS", "Assignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "Subscription", "member_order"]
