@@ -1,0 +1,543 @@
+"""The group coordinator: Kafka's classic `GroupCoordinator`, without I/O.
+
+A broker hosts it (`service.py` wires it to the wire protocol and the offsets
+log); this module is the state machine alone, driven by requests, a clock and
+a `Scheduler`, so that every transition can be tested with a fake clock.
+
+Protocol phases, as a member sees them::
+
+    JoinGroup(member_id="")        -> MEMBER_ID_REQUIRED + a member id (JoinGroup v4+)
+    JoinGroup(member_id=id)        -> held open until every member has rejoined or the
+                                      rebalance timeout expires; then generation + 1, and
+                                      the leader's answer lists every member's subscription
+    SyncGroup(generation, id, ...) -> the leader sends the assignment; every member's
+                                      SyncGroup is answered with its own share
+    Heartbeat(generation, id)      -> NONE while Stable; REBALANCE_IN_PROGRESS once a
+                                      rebalance is being prepared (rejoin!)
+    OffsetCommit(generation, id)   -> accepted only from a current member of the current
+                                      generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID)
+    LeaveGroup(id)                 -> the member goes at once; the others rebalance
+
+Answers per state (Kafka's `GroupCoordinator.scala`; G = the group, m = the member):
+
+| request   | Empty              | PreparingRebalance     | CompletingRebalance    | Stable          | Dead |
+|-----------|--------------------|------------------------|------------------------|-----------------|------|
+| Join (id) | UNKNOWN_MEMBER_ID  | held until complete    | current result, or rebalance if protocols changed | rebalance if m leads or changed protocols, else current result | COORDINATOR_NOT_AVAILABLE |
+| Sync      | UNKNOWN_MEMBER_ID  | REBALANCE_IN_PROGRESS  | held; the leader's completes all | m's assignment | COORDINATOR_NOT_AVAILABLE |
+| Heartbeat | UNKNOWN_MEMBER_ID  | REBALANCE_IN_PROGRESS  | NONE                   | NONE            | COORDINATOR_NOT_AVAILABLE |
+| Commit    | accepted if generation -1 (no group management), else UNKNOWN_MEMBER_ID | accepted | REBALANCE_IN_PROGRESS | accepted | COORDINATOR_NOT_AVAILABLE |
+
+Before any state rule: a member id the group does not know gets
+UNKNOWN_MEMBER_ID, and a generation other than the group's gets
+ILLEGAL_GENERATION. That is the fencing that stops a zombie.
+
+Timers (`Scheduler` keys): ``("join", g)`` the rebalance (or initial delay),
+``("heartbeat", g, m)`` a member's session, ``("pending", g, m)`` a member id
+handed out but not yet used. A member whose JoinGroup or SyncGroup is held
+open is kept alive by it; any other member silent for its
+`session.timeout.ms` is removed and the group rebalances.
+
+Departures from Kafka, stated: no static membership (`group.instance.id`),
+no sync timeout (Kafka 3.x removes members that join but never sync), an
+OffsetCommit answer carries one error for all its partitions, and a tie in
+the protocol vote goes to the first name in order.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lab_cluster.wire import ErrorCode
+
+from ..java_hash import group_partition
+from .group import Group, GroupState, Member, Respond
+from .scheduler import Scheduler
+
+PROTOCOL_TYPE = "consumer"
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    """Broker-side settings, with Kafka's names and defaults."""
+
+    offsets_topic_num_partitions: int = 50       # offsets.topic.num.partitions
+    group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    group_min_session_timeout_ms: int = 6000      # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1800000   # group.max.session.timeout.ms
+
+    KEYS = {"offsets.topic.num.partitions": "offsets_topic_num_partitions",
+            "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+            "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+            "group.max.session.timeout.ms": "group_max_session_timeout_ms"}
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> CoordinatorConfig:
+        values = {}
+        for key, raw in props.items():
+            if key not in cls.KEYS:
+                continue  # broker settings of other components
+            try:
+                values[cls.KEYS[key]] = int(raw)
+            except ValueError:
+                raise ValueError(f"{key}={raw!r} is not an integer") from None
+        config = cls(**values)
+        if config.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets.topic.num.partitions must be at least 1")
+        return config
+
+
+def answer(error: ErrorCode = ErrorCode.NONE, message: str = "", **fields) -> dict:
+    out = {"error_code": int(error), "error": error.name, **fields}
+    if message:
+        out["message"] = message
+    return out
+
+
+class OffsetStore:
+    """Where the coordinator writes offset commits and group metadata: one log per offsets partition."""
+
+    def append(self, partition: int, record: dict) -> None:
+        raise NotImplementedError
+
+
+class MemoryStore(OffsetStore):
+    """An in-memory store for the pure unit tests: {partition: [records]}."""
+
+    def __init__(self):
+        self.records: dict[int, list[dict]] = {}
+
+    def append(self, partition: int, record: dict) -> None:
+        self.records.setdefault(partition, []).append(record)
+
+
+class GroupCoordinator:
+    def __init__(self, store: OffsetStore, config: CoordinatorConfig = CoordinatorConfig(), *,
+                 scheduler: Scheduler | None = None, on_event: Callable[..., None] | None = None):
+        self.store = store
+        self.config = config
+        self.timers = scheduler or Scheduler()
+        self.on_event = on_event or (lambda kind, **fields: None)
+        self.lock = threading.RLock()
+        self.groups: dict[str, Group] = {}
+        self.offsets: dict[str, dict[tuple[str, int], int]] = {}
+        self.partitions: dict[int, str] = {}  # offsets partition -> "loading" | "active"
+        self._join_timer_kind: dict[str, str] = {}
+        self._initial_remaining_ms: dict[str, int] = {}
+
+    # -- which groups this coordinator serves -------------------------------------------
+    def partition_for(self, group_id: str) -> int:
+        return group_partition(group_id, self.config.offsets_topic_num_partitions)
+
+    def _owner_error(self, group_id) -> ErrorCode | None:
+        if not isinstance(group_id, str) or not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        status = self.partitions.get(self.partition_for(group_id))
+        if status is None:
+            return ErrorCode.NOT_COORDINATOR
+        if status == "loading":
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def begin_loading(self, partition: int) -> None:
+        with self.lock:
+            self.partitions[partition] = "loading"
+
+    def load_partition(self, partition: int, records: list[dict]) -> None:
+        """Become coordinator for an offsets partition: replay its log (offsets, then the last group records)."""
+        with self.lock:
+            latest_group: dict[str, dict] = {}
+            for record in records:
+                group_id = record.get("group")
+                if record.get("type") == "offset":
+                    self.offsets.setdefault(group_id, {})[(record["topic"], record["partition"])] = record["offset"]
+                elif record.get("type") == "group":
+                    latest_group[group_id] = record
+            for group_id, record in latest_group.items():
+                self._restore_group(record)
+            self.partitions[partition] = "active"
+            self.on_event("offsets_loaded", offsets_partition=partition, records=len(records),
+                          groups=sorted(latest_group))
+
+    def _restore_group(self, record: dict) -> None:
+        group = Group(record["group"], generation_id=record["generation"], protocol_type=PROTOCOL_TYPE,
+                      protocol_name=record.get("protocol"), leader_id=record.get("leader"))
+        for m in record.get("members", []):
+            group.members[m["member_id"]] = Member(m["member_id"], m["client_id"], m["session_timeout_ms"],
+                                                   m["rebalance_timeout_ms"],
+                                                   [(p["name"], p["metadata"]) for p in m["protocols"]],
+                                                   assignment=m.get("assignment", {}))
+        if group.members:
+            group.state = GroupState.STABLE
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._heartbeat_deadline(group, member)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker leads the partition now: its groups are Dead here, held requests answered NOT_COORDINATOR."""
+        with self.lock:
+            self.partitions.pop(partition, None)
+            for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+                group = self.groups.pop(group_id)
+                self._set_state(group, GroupState.DEAD)
+                for member in group.members.values():
+                    self._answer_held(member, answer(ErrorCode.NOT_COORDINATOR))
+                    self.timers.cancel(("heartbeat", group_id, member.member_id))
+                self.timers.cancel(("join", group_id))
+                self.offsets.pop(group_id, None)
+
+    # -- JoinGroup ------------------------------------------------------------------------
+    def join_group(self, request: dict, respond: Respond) -> None:
+        with self.lock:
+            group_id = request.get("group_id")
+            member_id = request.get("member_id", "")
+            err = self._owner_error(group_id)
+            if err is not None:
+                return respond(self._join_error(err, member_id))
+            try:
+                session_ms = int(request["session_timeout_ms"])
+                rebalance_ms = int(request.get("rebalance_timeout_ms", session_ms))
+                protocols = [(str(p["name"]), dict(p.get("metadata") or {})) for p in request["protocols"]]
+                client_id = str(request.get("client_id", ""))
+            except (KeyError, TypeError, ValueError):
+                return respond(self._join_error(ErrorCode.INVALID_REQUEST, member_id,
+                                                "JoinGroup needs session_timeout_ms and protocols "
+                                                "[{name, metadata}]"))
+            if request.get("protocol_type", PROTOCOL_TYPE) != PROTOCOL_TYPE or not protocols:
+                return respond(self._join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            if not self.config.group_min_session_timeout_ms <= session_ms <= self.config.group_max_session_timeout_ms:
+                return respond(self._join_error(
+                    ErrorCode.INVALID_SESSION_TIMEOUT, member_id,
+                    f"session.timeout.ms={session_ms} is outside [{self.config.group_min_session_timeout_ms}, "
+                    f"{self.config.group_max_session_timeout_ms}] (group.min/max.session.timeout.ms)"))
+            group = self.groups.get(group_id)
+            if group is None:
+                if member_id:
+                    return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                group = self.groups[group_id] = Group(group_id)
+            if group.state is GroupState.DEAD:
+                return respond(self._join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
+            if not group.supports(protocols):
+                return respond(self._join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            if not member_id:
+                # JoinGroup v4+: hand out an id and ask the member to come back with it.
+                new_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
+                group.pending_members.add(new_id)
+                self.timers.schedule(("pending", group_id, new_id), session_ms,
+                                     lambda: self._expire_pending(group, new_id))
+                return respond(self._join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
+            if member_id in group.pending_members:
+                self.timers.cancel(("pending", group_id, member_id))
+                member = Member(member_id, client_id, session_ms, rebalance_ms, protocols)
+                self._add_member_and_rebalance(group, member, respond)
+            elif member_id not in group.members:
+                return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+            else:
+                member = group.members[member_id]
+                changed = member.protocols != protocols
+                member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
+                if group.state is GroupState.PREPARING_REBALANCE:
+                    self._update_member_and_rebalance(group, member, protocols, respond)
+                elif group.state is GroupState.COMPLETING_REBALANCE:
+                    if changed:
+                        self._update_member_and_rebalance(group, member, protocols, respond)
+                    else:
+                        respond(self._join_result(group, member))
+                elif group.state is GroupState.STABLE:
+                    if group.is_leader(member_id) or changed:
+                        self._update_member_and_rebalance(group, member, protocols, respond)
+                    else:
+                        respond(self._join_result(group, member))
+                else:
+                    return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+            if group.state is GroupState.PREPARING_REBALANCE:
+                self._try_complete_join(group)
+
+    @staticmethod
+    def _join_error(error: ErrorCode, member_id: str, message: str = "") -> dict:
+        return answer(error, message, generation_id=-1, member_id=member_id, leader="", protocol_name=None,
+                      members=[])
+
+    def _join_result(self, group: Group, member: Member) -> dict:
+        return answer(generation_id=group.generation_id, protocol_name=group.protocol_name,
+                      leader=group.leader_id, member_id=member.member_id,
+                      members=group.leader_view() if group.is_leader(member.member_id) else [])
+
+    def _add_member_and_rebalance(self, group: Group, member: Member, respond: Respond) -> None:
+        member.awaiting_join = respond
+        if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._heartbeat_deadline(group, member)
+        self.on_event("member_added", group=group.group_id, member=member.member_id)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} joined")
+
+    def _update_member_and_rebalance(self, group: Group, member: Member, protocols, respond: Respond) -> None:
+        if member.awaiting_join is not None:  # a second JoinGroup replaces the first
+            member.awaiting_join(self._join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        member.protocols = protocols
+        member.awaiting_join = respond
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            # The generation being synced is abandoned: tell those waiting on SyncGroup to rejoin.
+            for m in group.members.values():
+                m.assignment = {}
+                if m.awaiting_sync is not None:
+                    m.awaiting_sync, respond = None, m.awaiting_sync
+                    respond(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
+        rebalance_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        if group.state is GroupState.EMPTY:
+            delay = self.config.group_initial_rebalance_delay_ms
+            self._join_timer_kind[group.group_id] = "initial"
+            self._initial_remaining_ms[group.group_id] = max(rebalance_ms - delay, 0)
+        else:
+            delay = rebalance_ms
+            self._join_timer_kind[group.group_id] = "join"
+        self._set_state(group, GroupState.PREPARING_REBALANCE, reason=reason)
+        self.timers.schedule(("join", group.group_id), delay, lambda: self._join_timer_expired(group))
+
+    def _join_timer_expired(self, group: Group) -> None:
+        if self._join_timer_kind.get(group.group_id) == "initial":
+            remaining = self._initial_remaining_ms[group.group_id]
+            if group.new_member_added and remaining > 0:
+                # Kafka's InitialDelayedJoin: a member joined during the delay, so wait once more.
+                group.new_member_added = False
+                delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
+                self._initial_remaining_ms[group.group_id] = max(remaining - delay, 0)
+                self.timers.schedule(("join", group.group_id), delay, lambda: self._join_timer_expired(group))
+                return
+        self._complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if self._join_timer_kind.get(group.group_id) == "join" and group.has_all_members_joined():
+            self.timers.cancel(("join", group.group_id))
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            return
+        self._join_timer_kind.pop(group.group_id, None)
+        for member in group.not_yet_rejoined():
+            self.timers.cancel(("heartbeat", group.group_id, member.member_id))
+            group.remove(member.member_id)
+            self.on_event("member_removed", group=group.group_id, member=member.member_id,
+                          reason="did not rejoin within the rebalance timeout")
+        group.new_member_added = False
+        was = group.state
+        group.init_next_generation()
+        self._state_event(group, was, "join complete")
+        if group.state is GroupState.EMPTY:
+            self._store_group(group)
+            return
+        for member in group.members.values():
+            result = self._join_result(group, member)
+            respond, member.awaiting_join = member.awaiting_join, None
+            respond(result)
+            self._heartbeat_deadline(group, member)
+
+    # -- SyncGroup ------------------------------------------------------------------------
+    def sync_group(self, request: dict, respond: Respond) -> None:
+        with self.lock:
+            group_id, member_id = request.get("group_id"), request.get("member_id")
+            err = self._owner_error(group_id)
+            group = self.groups.get(group_id) if err is None else None
+            if err is None and group is None:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            if err is None:
+                err = self._member_error(group, member_id, request.get("generation_id"))
+            if err is not None:
+                return respond(answer(err, assignment={}))
+            member = group.members[member_id]
+            if group.state is GroupState.EMPTY:
+                return respond(answer(ErrorCode.UNKNOWN_MEMBER_ID, assignment={}))
+            if group.state is GroupState.PREPARING_REBALANCE:
+                return respond(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
+            if group.state is GroupState.STABLE:
+                self._heartbeat_deadline(group, member)
+                return respond(answer(assignment=member.assignment))
+            # CompletingRebalance: wait for the leader's assignment.
+            member.awaiting_sync = respond
+            self._heartbeat_deadline(group, member)
+            if group.is_leader(member_id):
+                try:
+                    given = {str(a["member_id"]): dict(a["assignment"]) for a in request.get("assignments", [])}
+                except (KeyError, TypeError, ValueError):
+                    member.awaiting_sync = None
+                    return respond(answer(ErrorCode.INVALID_REQUEST, "assignments must be "
+                                          "[{member_id, assignment}]", assignment={}))
+                for m in group.members.values():
+                    m.assignment = given.get(m.member_id, {})
+                self._store_group(group)
+                was = group.state
+                group.transition(GroupState.STABLE)
+                self._state_event(group, was, "leader's assignment received")
+                for m in group.members.values():
+                    if m.awaiting_sync is not None:
+                        m.awaiting_sync, waiting = None, m.awaiting_sync
+                        waiting(answer(assignment=m.assignment))
+
+    # -- Heartbeat and LeaveGroup ---------------------------------------------------------
+    def heartbeat(self, request: dict) -> dict:
+        with self.lock:
+            group_id, member_id = request.get("group_id"), request.get("member_id")
+            err = self._owner_error(group_id)
+            group = self.groups.get(group_id) if err is None else None
+            if err is None and group is None:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            if err is None:
+                err = self._member_error(group, member_id, request.get("generation_id"))
+            if err is not None:
+                return answer(err)
+            if group.state is GroupState.EMPTY:
+                return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+            self._heartbeat_deadline(group, group.members[member_id])
+            if group.state is GroupState.PREPARING_REBALANCE:
+                return answer(ErrorCode.REBALANCE_IN_PROGRESS)
+            return answer()
+
+    def leave_group(self, request: dict) -> dict:
+        with self.lock:
+            group_id, member_id = request.get("group_id"), request.get("member_id")
+            err = self._owner_error(group_id)
+            group = self.groups.get(group_id) if err is None else None
+            if err is None and group is None:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            if err is None and group.state is GroupState.DEAD:
+                err = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if err is None and member_id not in group.members:
+                err = ErrorCode.UNKNOWN_MEMBER_ID
+            if err is not None:
+                return answer(err)
+            self._remove_member_and_update(group, group.members[member_id], "left the group")
+            return answer()
+
+    def _member_error(self, group: Group, member_id, generation_id) -> ErrorCode | None:
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def _heartbeat_deadline(self, group: Group, member: Member) -> None:
+        self.timers.schedule(("heartbeat", group.group_id, member.member_id), member.session_timeout_ms,
+                             lambda: self._session_expired(group, member.member_id))
+
+    def _session_expired(self, group: Group, member_id: str) -> None:
+        member = group.members.get(member_id)
+        if member is None or group.state is GroupState.DEAD:
+            return
+        if member.awaiting_join is not None or member.awaiting_sync is not None:
+            self._heartbeat_deadline(group, member)  # a held request keeps it alive
+            return
+        self.on_event("member_expired", group=group.group_id, member=member_id,
+                      session_timeout_ms=member.session_timeout_ms)
+        self._remove_member_and_update(group, member, "session timeout")
+
+    def _expire_pending(self, group: Group, member_id: str) -> None:
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            if group.state is GroupState.PREPARING_REBALANCE:
+                self._try_complete_join(group)
+
+    def _remove_member_and_update(self, group: Group, member: Member, reason: str) -> None:
+        self._answer_held(member, answer(ErrorCode.UNKNOWN_MEMBER_ID, generation_id=-1, member_id=member.member_id,
+                                         members=[], assignment={}))
+        self.timers.cancel(("heartbeat", group.group_id, member.member_id))
+        group.remove(member.member_id)
+        self.on_event("member_removed", group=group.group_id, member=member.member_id, reason=reason)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"member {member.member_id}: {reason}")
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+
+    @staticmethod
+    def _answer_held(member: Member, result: dict) -> None:
+        for attr in ("awaiting_join", "awaiting_sync"):
+            respond = getattr(member, attr)
+            if respond is not None:
+                setattr(member, attr, None)
+                respond(result)
+
+    # -- offsets --------------------------------------------------------------------------
+    def commit_offsets(self, request: dict) -> dict:
+        with self.lock:
+            group_id, member_id = request.get("group_id"), request.get("member_id", "")
+            generation = request.get("generation_id", -1)
+            err = self._owner_error(group_id)
+            if err is not None:
+                return answer(err)
+            try:
+                offsets = [(str(o["topic"]), int(o["partition"]), int(o["offset"])) for o in request["offsets"]]
+            except (KeyError, TypeError, ValueError):
+                return answer(ErrorCode.INVALID_REQUEST, "offsets must be [{topic, partition, offset}]")
+            group = self.groups.get(group_id)
+            if group is None:
+                if generation >= 0:
+                    return answer(ErrorCode.ILLEGAL_GENERATION)
+                group = self.groups[group_id] = Group(group_id)  # offsets without group management
+            elif group.state is GroupState.DEAD:
+                return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            elif not (generation < 0 and group.state is GroupState.EMPTY):
+                err = self._member_error(group, member_id, generation)
+                if err is None and group.state is GroupState.COMPLETING_REBALANCE:
+                    err = ErrorCode.REBALANCE_IN_PROGRESS
+                if err is not None:
+                    return answer(err)
+                self._heartbeat_deadline(group, group.members[member_id])
+            partition = self.partition_for(group_id)
+            for topic, p, offset in offsets:
+                self.store.append(partition, {"type": "offset", "group": group_id, "topic": topic, "partition": p,
+                                              "offset": offset, "member": member_id, "generation": generation})
+                self.offsets.setdefault(group_id, {})[(topic, p)] = offset
+            return answer()
+
+    def fetch_offsets(self, request: dict) -> dict:
+        with self.lock:
+            group_id = request.get("group_id")
+            err = self._owner_error(group_id)
+            if err is not None:
+                return answer(err, offsets=[])
+            committed = self.offsets.get(group_id, {})
+            wanted = request.get("partitions")
+            keys = [(str(t), int(p)) for t, p in wanted] if wanted is not None else sorted(committed)
+            return answer(offsets=[{"topic": t, "partition": p, "offset": committed.get((t, p), -1)}
+                                   for t, p in keys])
+
+    # -- bookkeeping --------------------------------------------------------------------
+    def _store_group(self, group: Group) -> None:
+        self.store.append(self.partition_for(group.group_id), {
+            "type": "group", "group": group.group_id, "generation": group.generation_id,
+            "protocol": group.protocol_name, "leader": group.leader_id,
+            "members": [{"member_id": m.member_id, "client_id": m.client_id,
+                         "session_timeout_ms": m.session_timeout_ms, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                         "protocols": [{"name": n, "metadata": md} for n, md in m.protocols],
+                         "assignment": m.assignment} for m in group.members.values()]})
+
+    def _set_state(self, group: Group, to: GroupState, reason: str = "") -> None:
+        was = group.transition(to)
+        self._state_event(group, was, reason)
+
+    def _state_event(self, group: Group, was: GroupState, reason: str) -> None:
+        self.on_event("group_state", group=group.group_id, generation=group.generation_id,
+                      **{"from": was.value, "to": group.state.value, "reason": reason,
+                         "members": len(group.members), "leader": group.leader_id,
+                         "protocol": group.protocol_name})
+
+    def describe(self, group_id: str) -> dict:
+        """What `kafka-consumer-groups --describe --state` would say (for tests and the CLI)."""
+        with self.lock:
+            group = self.groups.get(group_id)
+            if group is None:
+                return {"state": "Dead", "generation": -1, "members": [], "leader": None, "protocol": None}
+            return {"state": group.state.value, "generation": group.generation_id,
+                    "members": sorted(group.members), "leader": group.leader_id, "protocol": group.protocol_name}

@@ -1,0 +1,160 @@
+"""One consumer group as its coordinator holds it: Kafka's `GroupMetadata` and `MemberMetadata`.
+
+States and the transitions Kafka allows (`GroupState.valid_previous`)::
+
+    Empty               --a member joins--------------------------------> PreparingRebalance
+    PreparingRebalance  --every member has (re)joined, or the rebalance
+                          timeout expired: generation + 1, leader gets
+                          the members' subscriptions--------------------> CompletingRebalance
+    PreparingRebalance  --same, but nobody is left: generation + 1-------> Empty
+    CompletingRebalance --the leader's SyncGroup: assignment relayed-----> Stable
+    CompletingRebalance --a member joins, leaves or expires--------------> PreparingRebalance
+    Stable              --a member joins, leaves, expires, or the
+                          leader rejoins---------------------------------> PreparingRebalance
+    any                 --the coordinator loses the group's partition----> Dead
+
+A member is in the group from its JoinGroup (with the member id the
+coordinator gave it) until it leaves, its session times out, or a rebalance
+completes without it. While a rebalance is prepared, a member "awaits join"
+(its JoinGroup is held open); after it, "awaits sync".
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    @property
+    def valid_previous(self) -> frozenset[GroupState]:
+        G = GroupState
+        return {
+            G.EMPTY: frozenset({G.PREPARING_REBALANCE}),
+            G.PREPARING_REBALANCE: frozenset({G.STABLE, G.COMPLETING_REBALANCE, G.EMPTY}),
+            G.COMPLETING_REBALANCE: frozenset({G.PREPARING_REBALANCE}),
+            G.STABLE: frozenset({G.COMPLETING_REBALANCE}),
+            G.DEAD: frozenset({G.STABLE, G.PREPARING_REBALANCE, G.COMPLETING_REBALANCE, G.EMPTY, G.DEAD}),
+        }[self]
+
+
+Respond = Callable[[dict], None]
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: list[tuple[str, dict]]  # (assignor name, subscription metadata), in preference order
+    assignment: dict = field(default_factory=dict)
+    awaiting_join: Respond | None = None
+    awaiting_sync: Respond | None = None
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str) -> dict:
+        return next(meta for name, meta in self.protocols if name == protocol)
+
+    def vote(self, candidates: set[str]) -> str:
+        """The member's most preferred protocol among those every member supports."""
+        return next(name for name in self.protocol_names() if name in candidates)
+
+
+class InvalidTransition(Exception):
+    pass
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending_members: set[str] = field(default_factory=set)
+    new_member_added: bool = False
+
+    def transition(self, to: GroupState) -> GroupState:
+        if self.state not in to.valid_previous:
+            raise InvalidTransition(f"group {self.group_id}: {self.state.value} -> {to.value} is not allowed")
+        was, self.state = self.state, to
+        return was
+
+    def add(self, member: Member) -> None:
+        if not self.members:
+            self.protocol_type = "consumer"
+        if self.leader_id is None:
+            self.leader_id = member.member_id  # the first joiner leads
+        self.members[member.member_id] = member
+        self.pending_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> None:
+        self.members.pop(member_id, None)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id == member_id
+
+    def can_rebalance(self) -> bool:
+        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+
+    def awaiting_join_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.awaiting_join is not None)
+
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.awaiting_join_count() and not self.pending_members
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [m for m in self.members.values() if m.awaiting_join is None]
+
+    def supports(self, protocols: list[tuple[str, dict]]) -> bool:
+        """Kafka's `supportsProtocols`: an empty group takes anything; otherwise one protocol must be common."""
+        if not self.members:
+            return bool(protocols)
+        return bool(self.candidate_protocols() & {name for name, _ in protocols})
+
+    def candidate_protocols(self) -> set[str]:
+        members = list(self.members.values())
+        common = set(members[0].protocol_names())
+        for m in members[1:]:
+            common &= set(m.protocol_names())
+        return common
+
+    def select_protocol(self) -> str:
+        """The protocol with most votes, each member voting for its favourite among the common ones.
+
+        Kafka breaks a tie by hash-map order; the lab takes the first in name order.
+        """
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            choice = m.vote(candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return min(votes, key=lambda name: (-votes[name], name))
+
+    def init_next_generation(self) -> None:
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.transition(GroupState.COMPLETING_REBALANCE)
+        else:
+            self.protocol_name = None
+            self.transition(GroupState.EMPTY)
+
+    def leader_view(self) -> list[dict]:
+        """What the leader gets in its JoinGroup answer: every member's subscription for the chosen protocol."""
+        return [{"member_id": m.member_id, "metadata": m.metadata(self.protocol_name)}
+                for m in self.members.values()]
