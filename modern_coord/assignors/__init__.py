@@ -15,4 +15,5 @@ from .sticky import StickyAssignor
 
 ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor())}
 
-__all__ = ["ASSIGNORS", "Assignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "Subscription", "member_order"]
+__all__ = ["ASSIGNORS", "Assignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "Subscription",
+           "member_order"]

@@ -18,14 +18,20 @@ Protocol phases, as a member sees them::
                                       generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID)
     LeaveGroup(id)                 -> the member goes at once; the others rebalance
 
-Answers per state (Kafka's `GroupCoordinator.scala`; G = the group, m = the member):
+Answers per state (Kafka's `GroupCoordinator.scala`), for a known member:
 
-| request   | Empty              | PreparingRebalance     | CompletingRebalance    | Stable          | Dead |
-|-----------|--------------------|------------------------|------------------------|-----------------|------|
-| Join (id) | UNKNOWN_MEMBER_ID  | held until complete    | current result, or rebalance if protocols changed | rebalance if m leads or changed protocols, else current result | COORDINATOR_NOT_AVAILABLE |
-| Sync      | UNKNOWN_MEMBER_ID  | REBALANCE_IN_PROGRESS  | held; the leader's completes all | m's assignment | COORDINATOR_NOT_AVAILABLE |
-| Heartbeat | UNKNOWN_MEMBER_ID  | REBALANCE_IN_PROGRESS  | NONE                   | NONE            | COORDINATOR_NOT_AVAILABLE |
-| Commit    | accepted if generation -1 (no group management), else UNKNOWN_MEMBER_ID | accepted | REBALANCE_IN_PROGRESS | accepted | COORDINATOR_NOT_AVAILABLE |
+- JoinGroup: Empty UNKNOWN_MEMBER_ID; PreparingRebalance held until the join
+  completes; CompletingRebalance the current result (or a rebalance if its
+  protocols changed); Stable a rebalance if it leads or changed protocols,
+  else the current result; Dead COORDINATOR_NOT_AVAILABLE.
+- SyncGroup: Empty UNKNOWN_MEMBER_ID; PreparingRebalance
+  REBALANCE_IN_PROGRESS; CompletingRebalance held, and the leader's completes
+  them all; Stable its assignment; Dead COORDINATOR_NOT_AVAILABLE.
+- Heartbeat: Empty UNKNOWN_MEMBER_ID; PreparingRebalance
+  REBALANCE_IN_PROGRESS; CompletingRebalance and Stable NONE.
+- OffsetCommit: Empty accepted only with generation -1 (no group management);
+  PreparingRebalance and Stable accepted; CompletingRebalance
+  REBALANCE_IN_PROGRESS.
 
 Before any state rule: a member id the group does not know gets
 UNKNOWN_MEMBER_ID, and a generation other than the group's gets
@@ -155,7 +161,7 @@ class GroupCoordinator:
                     self.offsets.setdefault(group_id, {})[(record["topic"], record["partition"])] = record["offset"]
                 elif record.get("type") == "group":
                     latest_group[group_id] = record
-            for group_id, record in latest_group.items():
+            for record in latest_group.values():
                 self._restore_group(record)
             self.partitions[partition] = "active"
             self.on_event("offsets_loaded", offsets_partition=partition, records=len(records),
