@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
 
 
 def run(args, stop: threading.Event | None = None) -> int:
-    from legacy_zk.host import ConsumerHost, parse_overrides
+    from lab_cluster.properties import parse_overrides
+    from legacy_zk.host import ConsumerHost
 
     console = Console()
     trial_dir = args.dir or make_temp_dir("consumers")

@@ -39,6 +39,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 
 from lab_cluster.errors import LabError
+from lab_cluster.properties import convert_property
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class ConsumerConfig:
         values = {}
         for key, value in props.items():
             f = by_key[key]
-            values[f.name] = _convert(key, value, f.type)
+            values[f.name] = convert_property(key, value, f.type)
         for required in ("group.id", "zookeeper.connect"):
             if not values.get(by_key[required].name):
                 raise LabError(f"Consumer config needs {required}.", f"Set {required}.")
@@ -112,24 +113,6 @@ def _with(config: ConsumerConfig, **changes) -> ConsumerConfig:
     from dataclasses import replace
 
     return replace(config, **changes)
-
-
-def _convert(key: str, value, kind):
-    try:
-        if kind in ("int", int):
-            if isinstance(value, bool):
-                raise ValueError
-            return int(value)
-        if kind in ("bool", bool):
-            if isinstance(value, bool):
-                return value
-            if str(value).lower() in ("true", "false"):
-                return str(value).lower() == "true"
-            raise ValueError
-        return str(value)
-    except (TypeError, ValueError):
-        raise LabError(f"Consumer config {key}={value!r} is not a valid {getattr(kind, '__name__', kind)}.",
-                       "Fix the value and try again.") from None
 
 
 def new_consumer_id(group: str) -> str:

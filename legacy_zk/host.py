@@ -20,20 +20,11 @@ from pathlib import Path
 
 from lab_cluster.errors import LabError
 from lab_cluster.processes import add_owner_argument, serve_until_terminated
+from lab_cluster.properties import parse_overrides
 from lab_cluster.trace import TraceRecorder
 
 from .config import ConsumerConfig
 from .consumer import LegacyConsumer
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise LabError(f"--config {pair!r} is not KEY=VALUE.", "Write it like rebalance.backoff.ms=500.")
-        out[key.strip()] = value.strip()
-    return out
 
 
 class ConsumerHost:

@@ -129,6 +129,9 @@ def pytest_runtest_makereport(item, call):
 #: Brokers' session timeout: the smallest ZooKeeper allows with tickTime 2000, so crashes show in seconds.
 SESSION_MS = 4000
 PARTITIONS = 4
+#: Every broker hosts a group coordinator, as Kafka 0.9+ brokers do; ZooKeeper-era consumers never ask for it.
+COORDINATOR = {"plugins": ("modern_coord.coordinator.service:install",),
+               "config": {"offsets.topic.num.partitions": "5", "group.initial.rebalance.delay.ms": "0"}}
 
 
 @pytest.fixture
@@ -141,11 +144,13 @@ def cluster(zk, tmp_path):
     admin.ensure_path(chroot)
     connect = zk.connect + chroot
     client = kazoo(connect)
-    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS) for i in (1, 2, 3)}
+    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS, **COORDINATOR)
+               for i in (1, 2, 3)}
     create_topic(client, "t", PARTITIONS, [1, 2, 3])
     wait_for_metadata(client, "t", PARTITIONS)
+    bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers.values())
     ns = SimpleNamespace(connect=connect, zk=client, brokers=brokers, dir=tmp_path, producer=None, ensemble=zk,
-                         chroot=chroot)
+                         chroot=chroot, bootstrap=bootstrap)
     yield ns
     if ns.producer is not None:
         ns.producer.stop()

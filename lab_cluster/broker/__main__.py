@@ -2,6 +2,7 @@
 
     python -m lab_cluster.broker --id 1 --zk 127.0.0.1:2181 --trial-dir DIR [--port 0]
         [--session-timeout-ms 6000] [--trial ID --design D] [--plugin module:function ...]
+        [--config KEY=VALUE ...]
 
 Prints `READY {"id": 1, "port": P}` once registered; SIGTERM stops it gracefully.
 Partition logs live in DIR/logs, its trace in DIR/traces/broker-<id>.jsonl.
@@ -25,12 +26,20 @@ def main() -> None:
     parser.add_argument("--trial", default="adhoc")
     parser.add_argument("--design", default="cluster")
     parser.add_argument("--plugin", action="append", default=[], help="module:function called with the broker")
+    parser.add_argument("--config", action="append", default=[], help="KEY=VALUE broker setting, for plug-ins")
     add_owner_argument(parser)
     args = parser.parse_args()
+    config = {}
+    for pair in args.config:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            parser.error(f"--config {pair!r} is not KEY=VALUE")
+        config[key.strip()] = value.strip()
     trial_dir = Path(args.trial_dir)
     with TraceRecorder(trial_dir, trial=args.trial, design=args.design, actor=f"broker-{args.id}") as trace:
         broker = Broker(args.id, args.zk, str(trial_dir / "logs"), port=args.port,
-                        session_timeout_s=args.session_timeout_ms / 1000, trace=trace, plugins=tuple(args.plugin))
+                        session_timeout_s=args.session_timeout_ms / 1000, trace=trace, plugins=tuple(args.plugin),
+                        config=config)
         broker.start()
         try:
             serve_until_terminated({"id": args.id, "port": broker.port})

@@ -23,12 +23,15 @@ class BrokerProcess(LabProcess):
     """A broker running as its own process."""
 
     def __init__(self, broker_id: int, zk_connect: str, trial_dir: str | Path, *, session_timeout_ms: int = 6000,
-                 trial: str = "adhoc", design: str = "cluster", plugins: tuple[str, ...] = ()):
+                 trial: str = "adhoc", design: str = "cluster", plugins: tuple[str, ...] = (),
+                 config: dict[str, str] | None = None):
         self.broker_id = broker_id
         args = ["--id", str(broker_id), "--zk", zk_connect, "--trial-dir", str(trial_dir),
                 "--session-timeout-ms", str(session_timeout_ms), "--trial", trial, "--design", design]
         for plugin in plugins:
             args += ["--plugin", plugin]
+        for key, value in (config or {}).items():
+            args += ["--config", f"{key}={value}"]
         super().__init__(f"broker-{broker_id}", "lab_cluster.broker", args,
                          Path(trial_dir) / "proc" / f"broker-{broker_id}.log")
         self.port: int = self.info["port"]

@@ -21,7 +21,10 @@ NOT_LEADER_OR_FOLLOWER; for a topic it does not know, UNKNOWN_TOPIC_OR_PARTITION
 
 Plug-in point: `plugins` are `"module:function"` strings; each function is
 called with the broker before it starts serving and may add APIs with
-`broker.server.add_api(...)` (the coordinator era's group coordinator does).
+`broker.server.add_api(...)` (the coordinator era's group coordinator does),
+read `broker.config` (the broker's `--config KEY=VALUE` settings), follow
+partition leadership with `broker.on_leadership(callback)`, and append to or
+read the partitions this broker leads with `broker.leader_log(topic, p)`.
 The cluster package never imports a consumer family; the family names itself.
 """
 
@@ -45,12 +48,14 @@ from .controller import Controller
 class Broker:
     def __init__(self, broker_id: int, zk_connect: str, logs_dir: str, *, port: int = 0,
                  session_timeout_s: float = 6.0, trace: TraceRecorder | None = None,
-                 plugins: tuple[str, ...] = ()):
+                 plugins: tuple[str, ...] = (), config: dict[str, str] | None = None):
         self.broker_id = broker_id
         self.zk_connect = zk_connect
         self.logs_dir = logs_dir
         self.trace = trace
         self.session_timeout_s = session_timeout_s
+        self.config = dict(config or {})
+        self._leadership_listeners: list = []
         self.server = WireServer(port=port, name=f"broker-{broker_id}")
         self.port = self.server.port
         self.zk: KazooClient | None = None
@@ -141,6 +146,30 @@ class Broker:
                 self._logs.pop(key).close()
         if was != leader:
             self.record("leader_seen", topic=topic, partition=partition, leader=leader)
+            if self.broker_id in (was, leader):
+                for listener in self._leadership_listeners:
+                    listener(topic, partition, leader == self.broker_id)
+
+    # -- for plug-ins -------------------------------------------------------------------
+    def on_leadership(self, listener) -> None:
+        """Call `listener(topic, partition, leads)` whenever this broker starts or stops leading a partition."""
+        self._leadership_listeners.append(listener)
+
+    def leader_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log of a partition this broker leads, or None."""
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def leader_address(self, topic: str, partition: int) -> tuple[int, str, int] | None:
+        """(broker id, host, port) of the partition's leader as this broker knows it, or None."""
+        with self._lock:
+            leader = self._leaders.get((topic, partition), L.NO_LEADER)
+            address = self._brokers.get(leader)
+        return (leader, *address) if address else None
+
+    def knows_topic(self, topic: str) -> bool:
+        with self._lock:
+            return topic in self._assignments
 
     def _log_for(self, request: dict) -> PartitionLog:
         topic, partition = request.get("topic"), request.get("partition")

@@ -1,0 +1,116 @@
+"""The coordinator-era consumer's configuration, with the Java client's names and defaults.
+
+| key | default | meaning |
+|---|---|---|
+| `group.id` | (required) | the consumer group |
+| `bootstrap.servers` | (required) | `host:port,...` of brokers to ask for metadata and the coordinator |
+| `client.id` | `consumer-<group>-<n>` | prefix of the member id the coordinator hands out |
+| `session.timeout.ms` | 45000 | silent this long, the coordinator evicts the member (Kafka 3.0+; 10000 before) |
+| `heartbeat.interval.ms` | 3000 | how often the heartbeat thread reports; keep it under a third of the session timeout |
+| `max.poll.interval.ms` | 300000 | the rebalance timeout the member announces in JoinGroup |
+| `enable.auto.commit` | true | commit positions periodically, and before every rejoin |
+| `auto.commit.interval.ms` | 5000 | ... this often |
+| `auto.offset.reset` | latest | where to start with no committed offset: `earliest` or `latest` |
+| `partition.assignment.strategy` | range | assignors this member supports, most preferred first (`range,sticky`) |
+| `retry.backoff.ms` | 100 | pause before retrying a failed request (coordinator lookup, heartbeat) |
+| `request.timeout.ms` | 30000 | how long to wait for an answer (JoinGroup: rebalance timeout + 5 s, as Kafka) |
+| `fetch.max.wait.ms` | 500 | how long one Fetch may wait for data |
+| `max.poll.records` | 500 | records per Fetch request |
+
+Kafka 3.x lists `range` then `cooperative-sticky` as its default strategy; the
+lab builds only eager assignors, so its default is `range` alone (the
+default of Kafka 2.x). The Java client refuses a heartbeat interval not lower
+than the session timeout; so does the lab.
+
+    >>> c = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9092"})
+    >>> (c.session_timeout_ms, c.heartbeat_interval_ms, c.strategies)
+    (45000, 3000, ['range'])
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, fields, replace
+
+from lab_cluster.errors import LabError
+from lab_cluster.properties import convert_property
+
+from .assignors import ASSIGNORS
+
+_client_numbers = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    group_id: str
+    bootstrap_servers: str
+    client_id: str = ""
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 3000
+    max_poll_interval_ms: int = 300000
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    auto_offset_reset: str = "latest"
+    partition_assignment_strategy: str = "range"
+    retry_backoff_ms: int = 100
+    request_timeout_ms: int = 30000
+    fetch_max_wait_ms: int = 500
+    max_poll_records: int = 500
+
+    @classmethod
+    def from_dict(cls, props: dict) -> ConsumerConfig:
+        by_key = {f.name.replace("_", "."): f for f in fields(cls)}
+        unknown = sorted(set(props) - set(by_key))
+        if unknown:
+            raise LabError(f"Unknown consumer config key(s): {', '.join(unknown)}.",
+                           f"Known keys: {', '.join(sorted(by_key))}.")
+        values = {by_key[k].name: convert_property(k, v, by_key[k].type) for k, v in props.items()}
+        for required in ("group.id", "bootstrap.servers"):
+            if not values.get(by_key[required].name):
+                raise LabError(f"Consumer config needs {required}.", f"Set {required}.")
+        config = cls(**values)
+        config._validate()
+        if not config.client_id:
+            config = replace(config, client_id=f"consumer-{config.group_id}-{next(_client_numbers)}")
+        return config
+
+    @property
+    def strategies(self) -> list[str]:
+        return [s.strip() for s in self.partition_assignment_strategy.split(",") if s.strip()]
+
+    @property
+    def bootstrap(self) -> list[tuple[str, int]]:
+        out = []
+        for entry in self.bootstrap_servers.split(","):
+            host, _, port = entry.strip().rpartition(":")
+            out.append((host, int(port)))
+        return out
+
+    def _validate(self) -> None:
+        def bootstrap_ok():
+            try:
+                return bool(self.bootstrap)
+            except ValueError:
+                return False
+        checks = [
+            (bootstrap_ok(), f"bootstrap.servers={self.bootstrap_servers!r} must be host:port[,host:port...]"),
+            (self.session_timeout_ms > 0, "session.timeout.ms must be > 0"),
+            (0 < self.heartbeat_interval_ms < self.session_timeout_ms,
+             "heartbeat.interval.ms must be > 0 and lower than session.timeout.ms"),
+            (self.max_poll_interval_ms > 0, "max.poll.interval.ms must be > 0"),
+            (self.auto_commit_interval_ms > 0, "auto.commit.interval.ms must be > 0"),
+            (self.auto_offset_reset in ("earliest", "latest"), "auto.offset.reset must be earliest or latest"),
+            (bool(self.strategies) and all(s in ASSIGNORS for s in self.strategies),
+             f"partition.assignment.strategy must list assignors among {sorted(ASSIGNORS)}"),
+            (self.retry_backoff_ms >= 0, "retry.backoff.ms must be >= 0"),
+            (self.request_timeout_ms > 0, "request.timeout.ms must be > 0"),
+            (self.fetch_max_wait_ms >= 0, "fetch.max.wait.ms must be >= 0"),
+            (self.max_poll_records >= 1, "max.poll.records must be >= 1"),
+        ]
+        bad = [why for ok, why in checks if not ok]
+        if bad:
+            raise LabError(f"Invalid consumer config: {'; '.join(bad)}.", "Fix the value(s) and try again.")
+
+    def as_record(self) -> dict:
+        """Kafka-named keys and values, for traces and reports."""
+        return {k.replace("_", "."): v for k, v in asdict(self).items()}

@@ -1,0 +1,492 @@
+"""The coordinator-era consumer: the Java client's `ConsumerCoordinator` and poll loop, eager protocol.
+
+Two threads, as in the Java client since 0.10.1:
+
+- the **poll loop** finds the coordinator, joins the group when it must
+  (JoinGroup, then SyncGroup; the leader runs the assignor), fetches from the
+  partition leaders, records a `processed` event per message, and commits;
+- the **heartbeat thread** sends Heartbeat every `heartbeat.interval.ms`
+  (timing in `heartbeat.py`) and turns the answers into requests to the
+  poll loop: rejoin (REBALANCE_IN_PROGRESS), reset and rejoin
+  (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), find the coordinator again
+  (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer for a whole session).
+
+One rebalance, as this member lives it (states in `member.py`)::
+
+    commit positions (if auto-commit), revoke everything (eager), rebalance_begin
+    JoinGroup(member id or "")  -> MEMBER_ID_REQUIRED: again with the id handed out
+                                -> generation g, leader, members (leader only)
+    leader: assignor(members' subscriptions) ; SyncGroup(g, assignments)
+    SyncGroup answer            -> this member's partitions, STABLE
+    OffsetFetch                 -> start positions (none: auto.offset.reset)
+    assigned, rebalance_end
+
+It never talks to ZooKeeper. Departure from the Java client, stated: when
+the heartbeat thread learns that the generation is gone, the Java client
+resets it at once, so a commit that follows fails inside the client
+(CommitFailedException). The lab's poll loop commits first with the
+generation it consumed under, then resets, so the coordinator's fencing
+(ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID) is what the trace shows. Either
+way the zombie's offsets are not written.
+
+Usage::
+
+    config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9092"})
+    consumer = ModernConsumer(config, ["t"], trace, name="c1").start()
+    consumer.assignment()        # [("t", 0), ("t", 1)]
+    consumer.stop()              # commit, revoke, LeaveGroup
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from lab_cluster.trace import TraceRecorder
+from lab_cluster.wire import ErrorCode, WireClient
+
+from .assignors import ASSIGNORS, Subscription
+from .config import ConsumerConfig
+from .fetcher import Fetcher
+from .heartbeat import Heartbeat
+from .member import NO_GENERATION, Generation, MemberState, RebalanceListener, TopicPartition
+
+E = ErrorCode
+FIND_AGAIN = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE}
+FENCED = {E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID}
+FATAL = {E.INCONSISTENT_GROUP_PROTOCOL, E.INVALID_SESSION_TIMEOUT, E.INVALID_GROUP_ID, E.INVALID_REQUEST}
+
+
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class ConsumerFailed(Exception):
+    pass
+
+
+class ModernConsumer:
+    def __init__(self, config: ConsumerConfig, topics: list[str], trace: TraceRecorder, *, name: str = "c",
+                 listener: RebalanceListener | None = None,
+                 on_change: Callable[[ModernConsumer], None] | None = None):
+        self.config = config
+        self.topics = sorted(topics)
+        self.trace = trace
+        self.name = name
+        self.listener = listener or RebalanceListener()
+        self.on_change = on_change
+        self.state = MemberState.UNJOINED
+        self.generation = NO_GENERATION
+        self.member_id = ""           # kept across ILLEGAL_GENERATION, dropped on UNKNOWN_MEMBER_ID
+        self.rebalances = 0
+        self.error: str | None = None  # a fatal error that stopped the member
+        self._assignment: list[TopicPartition] = []
+        self._positions: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        # What the sticky assignor is told: the partitions of the last generation this member synced.
+        self._last_owned: list[TopicPartition] = []
+        self._last_owned_generation = -1
+        self._lock = threading.RLock()
+        self._rejoin_reason: str | None = "first join"
+        self._reset: ErrorCode | None = None
+        self._in_join = False
+        self._stop = threading.Event()
+        self._coordinator: tuple[str, int] | None = None
+        self._coord_client: WireClient | None = None
+        self._hb_client: WireClient | None = None
+        self.heartbeat = Heartbeat(session_timeout_ms=config.session_timeout_ms,
+                                   heartbeat_interval_ms=config.heartbeat_interval_ms,
+                                   max_poll_interval_ms=config.max_poll_interval_ms,
+                                   retry_backoff_ms=config.retry_backoff_ms, now_ms=now_ms())
+        self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
+                               timeout_s=config.request_timeout_ms / 1000)
+        self._last_commit_ms = now_ms()
+        self._poll_thread = threading.Thread(target=self._poll_loop, name=f"poll-{name}", daemon=True)
+        self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{name}", daemon=True)
+
+    # -- public ------------------------------------------------------------------------
+    def start(self) -> ModernConsumer:
+        self.trace.record("consumer_config", member=self.name, config=self.config.as_record(), topics=self.topics)
+        self._poll_thread.start()
+        self._hb_thread.start()
+        return self
+
+    def assignment(self) -> list[TopicPartition]:
+        with self._lock:
+            return list(self._assignment)
+
+    def committed(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return dict(self._committed)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Leave gracefully: the poll loop commits, revokes and sends LeaveGroup before it ends."""
+        self._stop.set()
+        self._poll_thread.join(timeout_s)
+        self._hb_thread.join(timeout_s)
+
+    # -- state -----------------------------------------------------------------------------
+    def _set_state(self, state: MemberState) -> None:
+        with self._lock:
+            changed = state is not self.state
+            self.state = state
+        if changed:
+            self.trace.record("member_state", member=self.generation.member_id or self.member_id,
+                              generation=self.generation.generation_id, state=state.value)
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
+
+    def request_rejoin(self, reason: str) -> None:
+        with self._lock:
+            if self._rejoin_reason is None:
+                self._rejoin_reason = reason
+
+    def _request_reset(self, code: ErrorCode, source: str) -> None:
+        with self._lock:
+            self._reset = code
+        self.request_rejoin(f"{source}: {code.name}")
+
+    def _apply_reset(self) -> None:
+        with self._lock:
+            code, self._reset = self._reset, None
+            if code is None:
+                return
+            if code is E.UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+            self.generation = NO_GENERATION
+        self.trace.record("generation_reset", error=code.name, member=self.member_id)
+        self._set_state(MemberState.UNJOINED)
+
+    def _coordinator_unknown(self, why: str) -> None:
+        with self._lock:
+            if self._coordinator is None:
+                return
+            self._coordinator = None
+            for client in (self._coord_client, self._hb_client):
+                if client is not None:
+                    client.close()
+            self._coord_client = self._hb_client = None
+        self.trace.record("coordinator_lost", reason=why)
+
+    # -- coordinator discovery ---------------------------------------------------------
+    def _ensure_coordinator(self) -> bool:
+        with self._lock:
+            if self._coordinator is not None:
+                return True
+        candidates = list(self.fetcher.brokers.values()) + self.config.bootstrap
+        for host, port in candidates:
+            probe = WireClient(host, port, client_id=self.config.client_id, timeout_s=5)
+            try:
+                answer = probe.request("FindCoordinator", group_id=self.config.group_id)
+            except ConnectionError:
+                continue
+            finally:
+                probe.close()
+            error = ErrorCode(answer.get("error_code", 0))
+            self.trace.record("find_coordinator", error=error.name, node=answer.get("node_id"))
+            if error is E.NONE:
+                timeout = self.config.request_timeout_ms / 1000
+                with self._lock:
+                    self._coordinator = (answer["host"], answer["port"])
+                    self._coord_client = WireClient(answer["host"], answer["port"],
+                                                    client_id=self.config.client_id, timeout_s=timeout)
+                    self._hb_client = WireClient(answer["host"], answer["port"],
+                                                 client_id=self.config.client_id, timeout_s=timeout)
+                return True
+            if error in FATAL:
+                raise ConsumerFailed(f"FindCoordinator: {error.name}: {answer.get('message', '')}")
+            break  # COORDINATOR_NOT_AVAILABLE: the offsets topic is being created or has no leader yet
+        self._stop.wait(self.config.retry_backoff_ms / 1000)
+        return False
+
+    def _call_coordinator(self, api: str, *, timeout_s: float | None = None, **body) -> dict | None:
+        """One request on the poll loop's connection; None if the connection failed."""
+        with self._lock:
+            client = self._coord_client
+        if client is None:
+            return None
+        try:
+            return client.request(api, timeout_s=timeout_s, group_id=self.config.group_id, **body)
+        except ConnectionError as exc:
+            self._coordinator_unknown(f"{api}: {exc}")
+            return None
+
+    # -- the poll loop -------------------------------------------------------------------
+    def _poll_loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.heartbeat.poll(now_ms())
+                if not self._ensure_coordinator():
+                    if self.state is MemberState.STABLE:
+                        self._fetch_round()  # Kafka keeps fetching while it looks for the coordinator
+                    continue
+                with self._lock:
+                    must_join = self._rejoin_reason is not None or self._reset is not None
+                if must_join:
+                    self._rebalance()
+                    continue
+                self._fetch_round()
+                self._maybe_auto_commit()
+        except ConsumerFailed as exc:
+            self.error = str(exc)
+            self.trace.record("consumer_failed", reason=self.error)
+            self._changed()
+        finally:
+            self._leave()
+
+    def _rebalance(self) -> None:
+        with self._lock:
+            reason, self._rejoin_reason = self._rejoin_reason or "reset", None
+        if self._assignment:
+            self._commit_positions("before rejoining")
+            self._revoke()
+        self._apply_reset()
+        self.rebalances += 1
+        self.trace.record("rebalance_begin", member=self.member_id, generation=self.generation.generation_id,
+                          reason=reason, attempt=self.rebalances)
+        outcome = self._join_and_sync()
+        self.trace.record("rebalance_end", member=self.member_id, generation=self.generation.generation_id,
+                          outcome=outcome, attempt=self.rebalances)
+        if outcome != "ok":
+            self.request_rejoin(outcome)
+            if outcome not in ("rebalance_in_progress", "member_id_required"):
+                self._stop.wait(self.config.retry_backoff_ms / 1000)
+
+    def _subscription_metadata(self) -> dict:
+        return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
+                "generation": self._last_owned_generation}
+
+    def _join_and_sync(self) -> str:
+        """One JoinGroup + SyncGroup round trip; returns `ok` or why not."""
+        self._set_state(MemberState.REBALANCING)
+        rebalance_ms = self.config.max_poll_interval_ms
+        with self._lock:
+            self._in_join = True
+        try:
+            answer = self._call_coordinator(
+                "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
+                client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
+                rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
+                protocols=[{"name": s, "metadata": self._subscription_metadata()} for s in self.config.strategies])
+        finally:
+            with self._lock:
+                self._in_join = False
+        if answer is None:
+            return "coordinator_unavailable"
+        error = ErrorCode(answer["error_code"])
+        self.trace.record("join", member=answer.get("member_id") or self.member_id,
+                          generation=answer.get("generation_id"), error=error.name, leader=answer.get("leader"),
+                          protocol=answer.get("protocol_name"), members=len(answer.get("members") or []))
+        if error is E.MEMBER_ID_REQUIRED:
+            self.member_id = answer["member_id"]
+            return "member_id_required"
+        if error is not E.NONE:
+            return self._handle_error("JoinGroup", error)
+        with self._lock:
+            self.member_id = answer["member_id"]
+            self.generation = Generation(answer["generation_id"], answer["member_id"], answer["protocol_name"])
+        self.heartbeat.reset_timeouts(now_ms())
+        assignments = []
+        if answer["leader"] == self.member_id:
+            assignments = self._assign_as_leader(answer["protocol_name"], answer["members"])
+        answer = self._call_coordinator("SyncGroup", generation_id=self.generation.generation_id,
+                                        member_id=self.member_id, assignments=assignments)
+        if answer is None:
+            return "coordinator_unavailable"
+        error = ErrorCode(answer["error_code"])
+        partitions = [(t, p) for t, p in (answer.get("assignment") or {}).get("partitions", [])]
+        self.trace.record("sync", member=self.member_id, generation=self.generation.generation_id,
+                          error=error.name, partitions=[list(tp) for tp in partitions])
+        if error is not E.NONE:
+            return self._handle_error("SyncGroup", error)
+        if not self._start_positions(partitions):
+            return "offset_fetch_failed"
+        with self._lock:
+            self._assignment = sorted(partitions)
+            self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
+        self.heartbeat.reset_timeouts(now_ms())
+        self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
+                          partitions=[list(tp) for tp in self._assignment])
+        self.listener.on_partitions_assigned(list(self._assignment))
+        self._set_state(MemberState.STABLE)
+        self._changed()
+        return "ok"
+
+    def _handle_error(self, api: str, error: ErrorCode) -> str:
+        if error in FENCED:
+            self._request_reset(error, api)
+            self._apply_reset()
+        elif error in FIND_AGAIN:
+            self._coordinator_unknown(f"{api}: {error.name}")
+        elif error in FATAL:
+            raise ConsumerFailed(f"{api}: {error.name}")
+        return error.name.lower()
+
+    def _assign_as_leader(self, protocol: str, members: list[dict]) -> list[dict]:
+        subscriptions = {m["member_id"]: Subscription(m["metadata"]["topics"],
+                                                      [tuple(tp) for tp in m["metadata"].get("owned", [])],
+                                                      m["metadata"].get("generation", -1))
+                         for m in members}
+        topics = {t for s in subscriptions.values() for t in s.topics}
+        if not all(t in self.fetcher.partition_counts for t in topics):
+            self.fetcher.refresh_metadata()
+        counts = {t: n for t, n in self.fetcher.partition_counts.items() if t in topics}
+        result = ASSIGNORS[protocol].assign(counts, subscriptions)
+        self.trace.record("leader_assignment", member=self.member_id, generation=self.generation.generation_id,
+                          protocol=protocol, assignment={m: [list(tp) for tp in tps] for m, tps in result.items()})
+        return [{"member_id": m, "assignment": {"partitions": [list(tp) for tp in tps]}} for m, tps in result.items()]
+
+    def _start_positions(self, partitions: list[TopicPartition]) -> bool:
+        if not partitions:
+            return True
+        answer = self._call_coordinator("OffsetFetch", partitions=[list(tp) for tp in partitions])
+        if answer is None or answer["error_code"] != 0:
+            return False
+        positions = {}
+        for o in answer["offsets"]:
+            tp = (o["topic"], o["partition"])
+            if o["offset"] >= 0:
+                positions[tp] = o["offset"]
+            else:
+                which = "earliest" if self.config.auto_offset_reset == "earliest" else "latest"
+                offset = self.fetcher.list_offset(tp, which)
+                if offset is None:
+                    return False
+                positions[tp] = offset
+        with self._lock:
+            self._positions = positions
+            self._committed.update({tp: o for tp, o in positions.items()})
+        return True
+
+    def _revoke(self) -> None:
+        with self._lock:
+            revoked, self._assignment, self._positions = self._assignment, [], {}
+        self.trace.record("revoked", member=self.member_id, generation=self.generation.generation_id,
+                          partitions=[list(tp) for tp in revoked])
+        self.listener.on_partitions_revoked(revoked)
+        self._changed()
+
+    # -- fetching and committing -----------------------------------------------------------
+    def _fetch_round(self) -> None:
+        got_any = False
+        for tp in self.assignment():
+            if self._stop.is_set() or self._rejoin_reason is not None:
+                return
+            with self._lock:
+                position = self._positions.get(tp)
+            if position is None:
+                continue
+
+            def processed(tp: TopicPartition, offset: int) -> None:
+                nonlocal got_any
+                got_any = True
+                self.trace.record("processed", topic=tp[0], partition=tp[1], offset=offset,
+                                  member=self.member_id, generation=self.generation.generation_id)
+
+            new_position = self.fetcher.fetch(tp, position, self._stop.is_set, processed)
+            with self._lock:
+                if tp in self._positions:
+                    self._positions[tp] = new_position
+        if not got_any:
+            self._stop.wait(min(self.config.fetch_max_wait_ms, 50) / 1000)
+
+    def _maybe_auto_commit(self) -> None:
+        if self.config.enable_auto_commit and now_ms() - self._last_commit_ms >= self.config.auto_commit_interval_ms:
+            self._commit_positions("auto-commit")
+
+    def _commit_positions(self, why: str) -> None:
+        """Commit every position that moved, with the generation this member consumed under."""
+        self._last_commit_ms = now_ms()
+        if not self.config.enable_auto_commit:
+            return
+        with self._lock:
+            moved = {tp: o for tp, o in self._positions.items() if self._committed.get(tp) != o}
+            generation = self.generation
+        if not moved:
+            return
+        answer = self._call_coordinator(
+            "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
+            offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
+        error = E.REQUEST_TIMED_OUT if answer is None else ErrorCode(answer["error_code"])
+        outcome = "accepted" if error is E.NONE else ("fenced" if error in FENCED else "failed")
+        for (t, p), offset in sorted(moved.items()):
+            self.trace.record("commit", topic=t, partition=p, offset=offset, member=generation.member_id,
+                              generation=generation.generation_id, outcome=outcome, error=error.name, why=why)
+        if error is E.NONE:
+            with self._lock:
+                self._committed.update(moved)
+        elif error in FENCED:
+            self._request_reset(error, "OffsetCommit")
+        elif error is E.REBALANCE_IN_PROGRESS:
+            self.request_rejoin("OffsetCommit: REBALANCE_IN_PROGRESS")
+        elif error in FIND_AGAIN:
+            self._coordinator_unknown(f"OffsetCommit: {error.name}")
+
+    def _leave(self) -> None:
+        """Stopping: commit, revoke, LeaveGroup, close connections."""
+        try:
+            if self.error is None and self._assignment:
+                self._commit_positions("stop")
+            if self._assignment:
+                self._revoke()
+            if self.member_id and self._coordinator is not None:
+                answer = self._call_coordinator("LeaveGroup", member_id=self.member_id)
+                self.trace.record("leave", member=self.member_id, generation=self.generation.generation_id,
+                                  error=ErrorCode(answer["error_code"]).name if answer else "NETWORK_EXCEPTION")
+        finally:
+            with self._lock:
+                self.generation = NO_GENERATION
+            self._set_state(MemberState.UNJOINED)
+            self._coordinator_unknown("stopped")
+            self.fetcher.close()
+            self._stop.set()
+
+    # -- the heartbeat thread --------------------------------------------------------------
+    def _heartbeat_loop(self) -> None:
+        backoff_s = max(self.config.retry_backoff_ms, 10) / 1000
+        while not self._stop.is_set():
+            with self._lock:
+                generation, client = self.generation, self._hb_client
+                enabled = generation.is_valid() and not self._in_join and client is not None
+            if not enabled:
+                self._stop.wait(backoff_s)
+                continue
+            now = now_ms()
+            if self.heartbeat.session_timeout_expired(now):
+                # No successful heartbeat for a whole session: the coordinator is gone, or has
+                # evicted us. Kafka marks the coordinator unknown and looks it up again.
+                self._coordinator_unknown("no heartbeat answered within session.timeout.ms")
+                self.heartbeat.reset_timeouts(now)
+                continue
+            if self.heartbeat.poll_timeout_expired(now):
+                self.trace.record("poll_timeout", member=generation.member_id)
+                self.request_rejoin("max.poll.interval.ms expired")
+                self.heartbeat.poll(now)
+                continue
+            if not self.heartbeat.should_heartbeat(now):
+                self._stop.wait(min(self.heartbeat.time_to_next_heartbeat(now), 100) / 1000)
+                continue
+            self.heartbeat.sent_heartbeat(now)
+            try:
+                answer = client.request("Heartbeat", group_id=self.config.group_id, member_id=generation.member_id,
+                                        generation_id=generation.generation_id)
+                error = ErrorCode(answer["error_code"])
+            except ConnectionError:
+                error = None
+            self.trace.record("heartbeat", member=generation.member_id, generation=generation.generation_id,
+                              error=error.name if error is not None else "NETWORK_EXCEPTION")
+            if error in (E.NONE, E.REBALANCE_IN_PROGRESS):
+                self.heartbeat.received_heartbeat(now_ms())
+                if error is E.REBALANCE_IN_PROGRESS:
+                    self.request_rejoin("Heartbeat: REBALANCE_IN_PROGRESS")
+            elif error in FENCED:
+                self._request_reset(error, "Heartbeat")
+            elif error is None or error in FIND_AGAIN:
+                self.heartbeat.fail_heartbeat(now_ms())
+                self._coordinator_unknown(f"Heartbeat: {error.name if error else 'connection failed'}")
+            else:
+                self.heartbeat.fail_heartbeat(now_ms())

@@ -1,0 +1,322 @@
+"""The coordinator-era consumer against real brokers hosting the group coordinator."""
+
+import json
+import time
+
+import pytest
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced
+
+from lab_cluster.processes import LabProcess
+from lab_cluster.trace import TraceRecorder
+from lab_cluster.wire import WireClient
+from modern_coord.config import ConsumerConfig
+from modern_coord.consumer import ModernConsumer
+from modern_coord.coordinator.service import OFFSETS_TOPIC
+from modern_coord.member import MemberState
+
+GROUP = "g"
+FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 10000,
+        "auto.commit.interval.ms": 500, "auto.offset.reset": "earliest", "retry.backoff.ms": 100}
+ALL = [("t", p) for p in range(PARTITIONS)]
+
+
+class Group:
+    """Members of one group: threads in this process (`add`) or processes of their own (`add_process`)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.members: dict[str, ModernConsumer] = {}
+        self.traces: list[TraceRecorder] = []
+        self.processes: dict[str, LabProcess] = {}
+
+    def add(self, name: str, **overrides) -> ModernConsumer:
+        props = {"group.id": GROUP, "bootstrap.servers": self.cluster.bootstrap, "client.id": name, **FAST,
+                 **overrides}
+        trace = TraceRecorder(self.cluster.dir, trial="t", design="modern", actor=name)
+        self.traces.append(trace)
+        self.members[name] = ModernConsumer(ConsumerConfig.from_dict(props), ["t"], trace, name=name).start()
+        return self.members[name]
+
+    def add_process(self, name: str, **overrides) -> LabProcess:
+        args = ["--bootstrap", self.cluster.bootstrap, "--group", GROUP, "--topic", "t", "--count", "1",
+                "--trial-dir", str(self.cluster.dir), "--name", name]
+        for key, value in {**FAST, **overrides}.items():
+            args += ["--config", f"{key}={value}"]
+        self.processes[name] = LabProcess(name, "modern_coord.host", args, self.cluster.dir / "proc" / f"{name}.log")
+        return self.processes[name]
+
+    def live(self):
+        return {n: c for n, c in self.members.items() if not c._stop.is_set()}
+
+    def settle(self, expect_members: int, timeout_s=60):
+        """Wait until the coordinator reports `expect_members` in a Stable group and every thread member agrees."""
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            last = describe(self.cluster)
+            live = self.live()
+            owned = [tp for c in live.values() for tp in c.assignment()]
+            if last["state"] == "Stable" and len(last["members"]) == expect_members and all(
+                    c.state is MemberState.STABLE and c.generation.generation_id == last["generation"]
+                    and c._rejoin_reason is None for c in live.values()) and (
+                    expect_members != len(live) or sorted(owned) == ALL):
+                return last
+            time.sleep(0.05)
+        raise AssertionError(f"group did not settle: coordinator {last}, members "
+                             f"{[(n, c.state, c.generation, c.assignment()) for n, c in self.live().items()]}")
+
+    def stop_all(self):
+        for c in self.live().values():
+            c._stop.set()
+        for c in self.members.values():
+            c.stop()
+        for p in self.processes.values():
+            if p.alive():
+                p.resume()
+                p.stop()
+        for t in self.traces:
+            t.close()
+
+
+@pytest.fixture
+def group(cluster):
+    g = Group(cluster)
+    yield g
+    g.stop_all()
+
+
+def coordinator_of(cluster):
+    """(broker id, host, port) of the group's coordinator, from FindCoordinator to any live broker."""
+    for broker in cluster.brokers.values():
+        if not broker.alive():
+            continue
+        client = WireClient("127.0.0.1", broker.port, client_id="test")
+        try:
+            answer = client.request("FindCoordinator", group_id=GROUP)
+        except ConnectionError:
+            continue
+        finally:
+            client.close()
+        if answer["error_code"] == 0:
+            return answer["node_id"], answer["host"], answer["port"]
+    return None
+
+
+def describe(cluster):
+    """The group as its coordinator holds it, read from the coordinator broker's trace of state changes."""
+    found = coordinator_of(cluster)
+    if found is None:
+        return {"state": "unknown", "members": [], "generation": -1}
+    node, _, _ = found
+    events = [e for e in _events(cluster.dir, f"broker-{node}") if e["kind"] in ("group_state", "offsets_loaded")]
+    state = {"state": "Empty", "members": [], "generation": 0}
+    members: set[str] = set()
+    for e in _events(cluster.dir, f"broker-{node}"):
+        f = json.loads(e["fields"])
+        if e["kind"] == "member_added" and f.get("group") == GROUP:
+            members.add(e["member"])
+        elif e["kind"] == "member_removed" and f.get("group") == GROUP:
+            members.discard(e["member"])
+        elif e["kind"] == "group_state" and f.get("group") == GROUP:
+            state = {"state": f["to"], "generation": e["generation"]}
+    del events
+    state["members"] = sorted(members)
+    if state["state"] == "Stable" and not members:
+        # a coordinator that loaded the group from the log knows members it never saw join
+        state["members"] = sorted(_restored_members(cluster, node))
+    return state
+
+
+def _restored_members(cluster, node):
+    for e in reversed(_events(cluster.dir, f"broker-{node}")):
+        if e["kind"] == "offsets_loaded":
+            break
+    records = _offsets_records(cluster)
+    last = [r for r in records if r["type"] == "group" and r["group"] == GROUP]
+    return [m["member_id"] for m in last[-1]["members"]] if last else []
+
+
+def _events(trial_dir, actor):
+    path = trial_dir / "traces" / f"{actor}.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line being written
+    return out
+
+
+def _offsets_records(cluster):
+    """Every record the coordinators wrote to `__consumer_offsets` (shared log files)."""
+    records = []
+    for path in sorted((cluster.dir / "logs").glob(f"{OFFSETS_TOPIC}-*.log")):
+        records += [json.loads(json.loads(line)["value"]) for line in path.read_text().splitlines() if line]
+    return records
+
+
+def _member_events(group, name, kind):
+    for trace in group.traces:
+        trace.flush()
+    return [e | {"f": json.loads(e["fields"])} for e in _events(group.cluster.dir, name) if e["kind"] == kind]
+
+
+def _wait_for(predicate, what, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_one_to_three_members_reach_one_generation_with_a_complete_disjoint_assignment(cluster, group):
+    c1 = group.add("c1")
+    first = group.settle(1)
+    assert c1.assignment() == ALL
+    group.add("c2")
+    group.add("c3")
+    final = group.settle(3)
+    assert final["generation"] > first["generation"]
+    shares = [m.assignment() for m in group.members.values()]
+    assert sorted(tp for s in shares for tp in s) == ALL and sorted(len(s) for s in shares) == [1, 1, 2]
+    # range over member ids in order: the first member id gets the extra partition
+    joins = _member_events(group, "c1", "join")
+    assert joins[0]["error"] == "MEMBER_ID_REQUIRED" and joins[1]["error"] == "NONE"
+
+
+def test_the_leader_leaves_and_a_new_leader_is_chosen(cluster, group):
+    for name in ("c1", "c2", "c3"):
+        group.add(name)
+    before = group.settle(3)
+    leader = next(n for n, c in group.members.items()
+                  if _member_events(group, n, "join")[-1]["f"]["leader"] == c.generation.member_id)
+    group.members[leader].stop()
+    after = group.settle(2)
+    assert after["generation"] > before["generation"]
+    survivors = [n for n in group.live()]
+    leaders = {_member_events(group, n, "join")[-1]["f"]["leader"] for n in survivors}
+    assert len(leaders) == 1 and leaders.pop() in {group.members[n].generation.member_id for n in survivors}
+    assert _member_events(group, leader, "leave")[-1]["error"] == "NONE"
+
+
+def test_a_crashed_member_is_evicted_after_its_session_timeout(cluster, group):
+    group.add("c1")
+    crashing = group.add_process("c2")
+    group.settle(2)
+    crashing.kill()
+    killed_at = time.monotonic()
+    group.settle(1)
+    evicted_after = time.monotonic() - killed_at
+    node = coordinator_of(cluster)[0]
+    expired = [e for e in _events(cluster.dir, f"broker-{node}") if e["kind"] == "member_expired"]
+    assert len(expired) == 1 and json.loads(expired[0]["fields"])["session_timeout_ms"] == 6000
+    assert group.members["c1"].assignment() == ALL
+    assert evicted_after > 3  # not before the session could have run out (6 s, minus heartbeat slack)
+
+
+def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_removed(cluster, group):
+    # c2's session (30 s) outlives the rebalance timeout (3 s): only the rebalance timeout can remove it.
+    group.add("c1", **{"max.poll.interval.ms": 3000})
+    sleeper = group.add_process("c2", **{"session.timeout.ms": 30000, "max.poll.interval.ms": 3000})
+    group.settle(2)
+    sleeper.pause()
+    group.add("c3", **{"max.poll.interval.ms": 3000})
+    group.settle(2)
+    node = coordinator_of(cluster)[0]
+    removed = [json.loads(e["fields"]) for e in _events(cluster.dir, f"broker-{node}")
+               if e["kind"] == "member_removed"]
+    assert [r["reason"] for r in removed] == ["did not rejoin within the rebalance timeout"]
+    sleeper.resume()
+
+
+def test_the_protocol_vote_picks_the_most_supported_assignor(cluster, group):
+    group.add("c1", **{"partition.assignment.strategy": "sticky,roundrobin"})
+    group.add("c2", **{"partition.assignment.strategy": "roundrobin,sticky"})
+    group.add("c3", **{"partition.assignment.strategy": "roundrobin,range,sticky"})
+    group.settle(3)
+    protocols = {n: c.generation.protocol_name for n, c in group.members.items()}
+    assert set(protocols.values()) == {"roundrobin"}
+
+
+def test_a_zombie_commit_is_fenced_and_no_committed_offset_moves_backwards(cluster, group):
+    _start_producer(cluster, rate=50)
+    _wait_produced(cluster, 5)
+    group.add("c1")
+    zombie = group.add_process("z")
+    group.settle(2)
+    time.sleep(1.5)  # both consume and commit
+    zombie.pause()
+    group.settle(1)  # evicted after its session timeout; c1 owns everything
+    time.sleep(1.5)  # c1 commits beyond what the zombie had committed
+    zombie.resume()
+    _wait_for(lambda: any(e["f"]["outcome"] == "fenced" for e in _member_events(group, "z", "commit")),
+              "the zombie's commit")
+    fenced = [e for e in _member_events(group, "z", "commit") if e["f"]["outcome"] == "fenced"]
+    assert {e["error"] for e in fenced} <= {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
+    group.settle(2)  # the zombie rejoins as a new member and the group goes on
+    # Every commit the coordinators accepted is in the offsets log: none moved a partition backwards,
+    # and none came from the zombie's fenced generation.
+    commits = [r for r in _offsets_records(cluster) if r["type"] == "offset"]
+    for p in range(PARTITIONS):
+        offsets = [r["offset"] for r in commits if r["partition"] == p]
+        assert offsets == sorted(offsets), f"partition {p} went backwards: {offsets}"
+    zombie_generation = {(e["member"], e["generation"]) for e in fenced}
+    assert not [r for r in commits if (r["member"], r["generation"]) in zombie_generation]
+
+
+def test_consumers_follow_the_coordinator_when_its_broker_dies_and_resume_from_committed_offsets(cluster, group):
+    _start_producer(cluster, rate=50)
+    _wait_produced(cluster, 5)
+    group.add("c1")
+    group.add("c2")
+    group.settle(2)
+    node, _, _ = coordinator_of(cluster)
+    time.sleep(1.5)
+    cluster.brokers[node].kill()
+    _wait_for(lambda: (coordinator_of(cluster) or (node,))[0] != node, "a new coordinator")
+    new_node = coordinator_of(cluster)[0]
+    group.settle(2)
+    _wait_for(lambda: all(any(e["f"]["outcome"] == "accepted" and e["ts_ns"] > _kill_ns(cluster, node)
+                              for e in _member_events(group, n, "commit")) for n in ("c1", "c2")),
+              "commits accepted by the new coordinator")
+    found = {e["f"]["node"] for n in ("c1", "c2") for e in _member_events(group, n, "find_coordinator")
+             if e["error"] == "NONE"}
+    assert {node, new_node} <= found
+    # Restart the group from scratch: the new members start exactly at the committed offsets.
+    committed = {}
+    for r in _offsets_records(cluster):
+        if r["type"] == "offset" and r["group"] == GROUP:
+            committed[r["partition"]] = r["offset"]
+    cluster.producer.stop()
+    cluster.producer = None
+    group.stop_all()
+    final = {}
+    for r in _offsets_records(cluster):
+        if r["type"] == "offset" and r["group"] == GROUP:
+            final[r["partition"]] = r["offset"]
+    assert all(final[p] >= committed.get(p, 0) for p in range(PARTITIONS))
+    fresh = Group(cluster)
+    try:
+        fresh.add("d1")
+        fresh.settle(1)
+        _wait_for(lambda: len({e["partition"] for e in _member_events(fresh, "d1", "processed")}) == PARTITIONS
+                  or all(final[p] == len(_produced(cluster.dir)[p]) for p in range(PARTITIONS)), "d1 processing")
+        starts = {}
+        for e in _member_events(fresh, "d1", "processed"):
+            starts.setdefault(e["partition"], e["offset"])
+        assert all(starts[p] == final[p] for p in starts), (starts, final)
+    finally:
+        fresh.stop_all()
+    # Nothing produced was lost: every message was processed by some member.
+    processed = {(e["partition"], e["offset"]) for name in ("c1", "c2", "d1")
+                 for e in _member_events(group if name != "d1" else fresh, name, "processed")}
+    produced = {(p, o) for p, msgs in _produced(cluster.dir).items() for o, _ in msgs}
+    assert produced <= processed
+
+
+def _kill_ns(cluster, node):
+    kills = [e["ts_ns"] for e in _events(cluster.dir, "faults")]
+    return kills[-1] if kills else 0
