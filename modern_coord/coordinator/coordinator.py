@@ -137,6 +137,10 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return group_partition(group_id, self.config.offsets_topic_num_partitions)
 
+    def owner_error(self, group_id) -> ErrorCode | None:
+        """Why this coordinator cannot answer for the group (None if it can)."""
+        return self._owner_error(group_id)
+
     def _owner_error(self, group_id) -> ErrorCode | None:
         if not isinstance(group_id, str) or not group_id:
             return ErrorCode.INVALID_GROUP_ID
@@ -543,7 +547,7 @@ class GroupCoordinator:
         """What `kafka-consumer-groups --describe --state` would say (for tests and the CLI)."""
         with self.lock:
             group = self.groups.get(group_id)
-            if group is None:
+            if group is None:  # Kafka describes an unknown group as Dead
                 return {"state": "Dead", "generation": -1, "members": [], "leader": None, "protocol": None}
             return {"state": group.state.value, "generation": group.generation_id,
                     "members": sorted(group.members), "leader": group.leader_id, "protocol": group.protocol_name}

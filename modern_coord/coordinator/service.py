@@ -14,7 +14,8 @@ What it adds to the broker:
   answered COORDINATOR_NOT_AVAILABLE until it has leaders.
 - `JoinGroup`, `SyncGroup` (held open until the rebalance completes),
   `Heartbeat`, `LeaveGroup`, `OffsetCommit`, `OffsetFetch`, answered by the
-  coordinator; each request and its answer is recorded in the broker's trace
+  coordinator, and `DescribeGroups` (state, generation, leader, members);
+  each request and its answer is recorded in the broker's trace
   as a `coordinator_request` event (api, group, member, generation, error).
 - Leadership of an offsets partition makes this broker coordinator of its
   groups: it replays the partition's log (offset commits and group metadata)
@@ -84,6 +85,7 @@ class CoordinatorService:
         server.add_api("LeaveGroup", (1,), self._direct(self.coordinator.leave_group, "LeaveGroup"))
         server.add_api("OffsetCommit", (1,), self._direct(self.coordinator.commit_offsets, "OffsetCommit"))
         server.add_api("OffsetFetch", (1,), self._direct(self.coordinator.fetch_offsets, "OffsetFetch"))
+        server.add_api("DescribeGroups", (1,), self._describe)
         broker.on_leadership(self._leadership_changed)
         self._ticker.start()
 
@@ -129,6 +131,15 @@ class CoordinatorService:
                 respond(answer(ErrorCode.REQUEST_TIMED_OUT, "the coordinator never completed this request"))
             return self._recorded(api, request, box[0])
         return handle
+
+    def _describe(self, request: dict) -> dict:
+        """Kafka's DescribeGroups (one group): state, generation, protocol, leader and member ids."""
+        group_id = request.get("group_id")
+        with self.coordinator.lock:
+            error = self.coordinator.owner_error(group_id)
+            if error is not None:
+                raise WireError(error, f"broker {self.broker.broker_id} does not coordinate {group_id!r}")
+            return self.coordinator.describe(group_id)
 
     # -- FindCoordinator -----------------------------------------------------------------
     def _find_coordinator(self, request: dict) -> dict:
