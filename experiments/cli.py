@@ -13,6 +13,7 @@ Subcommands (argparse, one module each):
 - `assign --assignor NAME FILE.json`: run an assignor on a group described in a file.
 - `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
 - `bench cluster [--out FILE]`: fetch, produce and trace-write throughput.
+- `bench coordinator [--out FILE]`: heartbeats/s one coordinator sustains, join-to-Stable time by group size.
 
 A problem the user can fix is printed as one paragraph (no traceback) and the
 exit status is 2.
@@ -27,7 +28,7 @@ from lab_cluster.errors import LabError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import assign, bench_cluster, bench_zk, cluster_up, consumers, doctor, zk_up
+    from . import assign, bench_cluster, bench_coordinator, bench_zk, cluster_up, consumers, doctor, zk_up
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
     bench_zk.add_parser(bench_sub)
     bench_cluster.add_parser(bench_sub)
+    bench_coordinator.add_parser(bench_sub)
     return parser
 
 

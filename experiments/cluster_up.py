@@ -22,6 +22,9 @@ from lab_cluster.errors import LabError
 from lab_cluster.processes import LabProcess
 from lab_cluster.zk import provision
 
+#: Brokers host the coordinator-era group coordinator, as Kafka 0.9+ brokers do.
+COORDINATOR_PLUGIN = "modern_coord.coordinator.service:install"
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("up", help="start ZooKeeper, brokers, a topic and a producer until Ctrl-C")
@@ -59,7 +62,8 @@ def run(args, stop: threading.Event | None = None) -> int:
             with console.status(f"starting {args.brokers} brokers..."):
                 for i in range(1, args.brokers + 1):
                     brokers.append(BrokerProcess(i, zk.connect, trial_dir,
-                                                 session_timeout_ms=args.session_timeout_ms))
+                                                 session_timeout_ms=args.session_timeout_ms,
+                                                 plugins=(COORDINATOR_PLUGIN,)))
                 create_topic(client, topic, partitions, [b.broker_id for b in brokers])
                 leaders = wait_for_metadata(client, topic, partitions)
             if args.rate > 0:
@@ -70,6 +74,8 @@ def run(args, stop: threading.Event | None = None) -> int:
             for broker_id, (host, port) in sorted(broker_addresses(client).items()):
                 led = sorted(p for p, b in leaders.items() if b == broker_id)
                 console.print(f"  broker {broker_id}: {host}:{port} leads {topic} partitions {led}")
+            bootstrap = ",".join(f"{h}:{p}" for _, (h, p) in sorted(broker_addresses(client).items()))
+            console.print(f"bootstrap servers (every broker hosts a group coordinator): [bold]{bootstrap}[/]")
             console.print(f"topic {topic}: {partitions} partitions; producer: "
                           f"{f'{args.rate:g} msg/s per partition' if producer else 'off'}")
             console.print(f"logs and traces: {trial_dir}")

@@ -1,5 +1,11 @@
 """The coordinator-era consumer and group coordinator, after Kafka's classic protocol.
 
 A broker-hosted coordinator owns membership and generations; one member
-computes the assignment: DESIGN.md §3. Not built yet (issue 5).
+computes the assignment: DESIGN.md §3.
+
+- `coordinator/`: the group coordinator (`group.py` states, `coordinator.py`
+  the state machine, `scheduler.py` its timers, `service.py` the broker plug-in);
+- `consumer.py`, `member.py`, `heartbeat.py`, `fetcher.py`, `config.py`: the client;
+- `assignors/`: range, round-robin, sticky;
+- `host.py`: N consumers in a process, or one process per consumer.
 """

@@ -6,7 +6,7 @@
 | `bootstrap.servers` | (required) | `host:port,...` of brokers to ask for metadata and the coordinator |
 | `client.id` | `consumer-<group>-<n>` | prefix of the member id the coordinator hands out |
 | `session.timeout.ms` | 45000 | silent this long, the coordinator evicts the member (Kafka 3.0+; 10000 before) |
-| `heartbeat.interval.ms` | 3000 | how often the heartbeat thread reports; keep it under a third of the session timeout |
+| `heartbeat.interval.ms` | 3000 | heartbeat period; keep it under a third of the session timeout |
 | `max.poll.interval.ms` | 300000 | the rebalance timeout the member announces in JoinGroup |
 | `enable.auto.commit` | true | commit positions periodically, and before every rejoin |
 | `auto.commit.interval.ms` | 5000 | ... this often |

@@ -307,3 +307,79 @@ def test_consumers_follow_the_coordinator_when_its_broker_dies_and_resume_from_c
                  for e in _member_events(group if name != "d1" else fresh, name, "processed")}
     produced = {(p, o) for p, msgs in _produced(cluster.dir).items() for o, _ in msgs}
     assert produced <= processed
+
+
+def test_consumers_cli_prints_generations_and_leaves_nothing_after_ctrl_c(cluster):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lab_cluster.leaks import find_leaks
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "consumers", "--design", "modern",
+                             "--bootstrap", cluster.bootstrap, "--group", GROUP, "--topic", "t", "--count", "2",
+                             "--config", "session.timeout.ms=6000", "--config", "heartbeat.interval.ms=500"],
+                            cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo), COLUMNS="200"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    latest = {}
+    try:
+        for line in proc.stdout:
+            m = re.search(r"(c\d): (\w+)\s+generation=(-?\d+) protocol=\w+ partitions=\[(.*)\]", line)
+            if m:
+                latest[m.group(1)] = (m.group(2), int(m.group(3)), m.group(4))
+            if len(latest) == 2 and all(state == "stable" for state, _, _ in latest.values()) \
+                    and len({g for _, g, _ in latest.values()}) == 1:
+                owned = sorted(int(p) for _, _, parts in latest.values() for p in parts.split(",") if p.strip())
+                if owned == list(range(PARTITIONS)):
+                    break
+        assert sorted(latest) == ["c1", "c2"], proc.stderr.read()
+        assert describe(cluster)["state"] == "Stable" and len(describe(cluster)["members"]) == 2
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert "Traceback" not in proc.stderr.read()
+    after = describe(cluster)
+    assert after["state"] == "Empty" and after["members"] == []  # both left the group
+    assert find_leaks(proc.pid) == []
+
+
+def test_consumers_cli_refuses_a_missing_bootstrap_clearly():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    result = subprocess.run([sys.executable, "-m", "experiments", "consumers", "--design", "modern", "--group", "g",
+                             "--topic", "t"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and "needs --bootstrap" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_malformed_requests_get_errors_and_the_coordinator_keeps_serving_the_group(cluster, group):
+    import socket
+    import struct
+
+    group.add("c1")
+    group.settle(1)
+    _, host, port = coordinator_of(cluster)
+    with socket.create_connection((host, port)) as raw:  # a frame that is not JSON
+        raw.sendall(struct.pack(">I", 5) + b"{oops")
+        length = struct.unpack(">I", raw.recv(4))[0]
+        assert json.loads(raw.recv(length))["error"] == "INVALID_REQUEST"
+    client = WireClient(host, port, client_id="test")
+    try:
+        assert client.request("JoinGroup", version=9, group_id=GROUP)["error"] == "UNSUPPORTED_VERSION"
+        assert client.request("Heartbeat", group_id="no-such-group", member_id="x", generation_id=1)[
+            "error"] in ("UNKNOWN_MEMBER_ID", "NOT_COORDINATOR")
+        assert client.request("SyncGroup", group_id=GROUP, member_id="nobody", generation_id=1)[
+            "error"] == "UNKNOWN_MEMBER_ID"
+        assert client.request("OffsetCommit", group_id=GROUP, offsets="nope")["error"] == "INVALID_REQUEST"
+    finally:
+        client.close()
+    heartbeats = len(_member_events(group, "c1", "heartbeat"))
+    _wait_for(lambda: len(_member_events(group, "c1", "heartbeat")) > heartbeats + 2, "more heartbeats")
+    assert _member_events(group, "c1", "heartbeat")[-1]["error"] == "NONE"
+    assert describe(cluster)["state"] == "Stable"
