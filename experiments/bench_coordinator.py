@@ -121,6 +121,8 @@ def form_group(address: tuple[str, int], group: str, size: int) -> tuple[float, 
                         synced[i] = None
                         break
                     stop.wait(0.05)
+        except ConnectionError as exc:
+            errors.append(str(exc))
         finally:
             c.close()
 
@@ -198,6 +200,8 @@ def run(args) -> int:
                         seconds, members = form_group(address, f"join-{n}-{r}", n)
                         join_s[n].append(seconds)
                         rounds[n].append(members[0][1])
+                        console.print(f"  {n} members: Stable after {seconds * 1000:,.0f} ms, "
+                                      f"generation {members[0][1]}")
                     console.print(f"run {r + 1}/{args.repeats}: join to Stable " +
                                   ", ".join(f"{n}: {join_s[n][-1] * 1000:.0f} ms" for n in sizes))
                     _, members = form_group(address, f"hb-{r}", args.hb_members)

@@ -146,6 +146,7 @@ class WireServer:
         class _Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
             allow_reuse_address = True
+            request_queue_size = 1024  # listen backlog: 256 members connecting at once must not be reset
 
         self._server = _Server((LOOPBACK, port), _Conn)
         self.port = self._server.server_address[1]
