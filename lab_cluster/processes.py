@@ -96,8 +96,12 @@ class LabProcess:
         signal_process(self.proc.pid, sig)
 
     def pause(self) -> None:
+        """SIGSTOP, and return once the kernel shows the process stopped (so the fault's time is true)."""
         self._signal(signal.SIGSTOP)
         self.paused = True
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and self.alive() and _proc_state(self.proc.pid) not in ("T", "t"):
+            time.sleep(0.001)
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
@@ -122,6 +126,13 @@ class LabProcess:
             self._signal(signal.SIGKILL)
             self.proc.wait(30)
         REAPER.unregister(self._token)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return "?"
 
 
 def serve_until_terminated(ready_info: dict) -> None:
