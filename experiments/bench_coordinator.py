@@ -82,6 +82,7 @@ def form_group(address: tuple[str, int], group: str, size: int) -> tuple[float, 
     stop = threading.Event()
     start = threading.Barrier(size + 1)
     errors: list[str] = []
+    leader_count = [0]  # members the leader saw in its JoinGroup answer
 
     def member(i: int) -> None:
         c = WireClient(*address, client_id=f"m{i}", timeout_s=120)
@@ -126,7 +127,6 @@ def form_group(address: tuple[str, int], group: str, size: int) -> tuple[float, 
         finally:
             c.close()
 
-    leader_count = [0]
     threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(size)]
     for t in threads:
         t.start()

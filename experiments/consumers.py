@@ -46,20 +46,20 @@ def run(args, stop: threading.Event | None = None) -> int:
     if args.design == "legacy":
         if not args.zk:
             raise LabError("--design legacy needs --zk.", "Give the ZooKeeper connect string `cluster up` printed.")
-        from legacy_zk.host import ConsumerHost
+        from legacy_zk.host import host_consumers
 
         def report(actor, consumer) -> None:
             partitions = sorted(p for _, p in consumer.assignment())
             console.print(f"{time.monotonic() - t0:7.2f}s {actor}: {consumer.state.value:<11} "
                           f"rebalances={consumer.rebalances} partitions={partitions}")
 
-        host = ConsumerHost(args.zk, args.group, [args.topic], args.count, trial_dir, overrides=overrides,
-                            on_change=report)
+        host = host_consumers(args.zk, args.group, [args.topic], args.count, trial_dir, overrides=overrides,
+                              on_change=report)
         goodbye = "released, committed and deregistered"
     else:
         if not args.bootstrap:
             raise LabError("--design modern needs --bootstrap.", "Give the broker addresses `cluster up` printed.")
-        from modern_coord.host import ConsumerHost
+        from modern_coord.host import host_consumers
 
         def report(actor, consumer) -> None:
             partitions = sorted(p for _, p in consumer.assignment())
@@ -68,8 +68,8 @@ def run(args, stop: threading.Event | None = None) -> int:
                           f"generation={consumer.generation.generation_id} "
                           f"protocol={consumer.generation.protocol_name} partitions={partitions}{error}")
 
-        host = ConsumerHost(args.bootstrap, args.group, [args.topic], args.count, trial_dir, overrides=overrides,
-                            on_change=report)
+        host = host_consumers(args.bootstrap, args.group, [args.topic], args.count, trial_dir,
+                              overrides=overrides, on_change=report)
         goodbye = "committed, revoked and left the group"
     host.start()
     console.print(f"{args.count} {args.design} consumer(s) of group {args.group} on {args.topic}; "

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from .errors import LabError
 
 
@@ -38,3 +40,28 @@ def convert_property(key: str, value, kind):
     except (TypeError, ValueError):
         raise LabError(f"Consumer config {key}={value!r} is not a valid {getattr(kind, '__name__', kind)}.",
                        "Fix the value and try again.") from None
+
+
+def field_values(config_class, props: dict, key_of, required: tuple[str, ...]) -> dict:
+    """Kafka-keyed `props` as typed field values of the dataclass `config_class`.
+
+    `key_of(field_name)` gives a field's key; an unknown key, a value of the
+    wrong type or a missing required key is a LabError naming what is allowed.
+    """
+    by_key = {key_of(f.name): f for f in fields(config_class)}
+    unknown = sorted(set(props) - set(by_key))
+    if unknown:
+        raise LabError(f"Unknown consumer config key(s): {', '.join(unknown)}.",
+                       f"Known keys: {', '.join(sorted(by_key))}.")
+    values = {by_key[k].name: convert_property(k, v, by_key[k].type) for k, v in props.items()}
+    for key in required:
+        if not values.get(by_key[key].name):
+            raise LabError(f"Consumer config needs {key}.", f"Set {key}.")
+    return values
+
+
+def check_all(checks: list[tuple[bool, str]]) -> None:
+    """Raise one LabError listing every failed (ok, why) check."""
+    bad = [why for ok, why in checks if not ok]
+    if bad:
+        raise LabError(f"Invalid consumer config: {'; '.join(bad)}.", "Fix the value(s) and try again.")

@@ -36,10 +36,9 @@ from __future__ import annotations
 import secrets
 import socket
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
-from lab_cluster.errors import LabError
-from lab_cluster.properties import convert_property
+from lab_cluster.properties import check_all, field_values
 
 
 @dataclass(frozen=True)
@@ -68,19 +67,7 @@ class ConsumerConfig:
 
     @classmethod
     def from_dict(cls, props: dict) -> ConsumerConfig:
-        by_key = {cls.key_of(f.name): f for f in fields(cls)}
-        unknown = sorted(set(props) - set(by_key))
-        if unknown:
-            raise LabError(f"Unknown consumer config key(s): {', '.join(unknown)}.",
-                           f"Known keys: {', '.join(sorted(by_key))}.")
-        values = {}
-        for key, value in props.items():
-            f = by_key[key]
-            values[f.name] = convert_property(key, value, f.type)
-        for required in ("group.id", "zookeeper.connect"):
-            if not values.get(by_key[required].name):
-                raise LabError(f"Consumer config needs {required}.", f"Set {required}.")
-        config = cls(**values)
+        config = cls(**field_values(cls, props, cls.key_of, required=("group.id", "zookeeper.connect")))
         config._validate()
         if not config.consumer_id:
             config = _with(config, consumer_id=new_consumer_id(config.group_id))
@@ -100,9 +87,7 @@ class ConsumerConfig:
             (self.fetch_max_records >= 1, "fetch.max.records must be >= 1"),
             (self.fetch_wait_max_ms >= 0, "fetch.wait.max.ms must be >= 0"),
         ]
-        bad = [why for ok, why in checks if not ok]
-        if bad:
-            raise LabError(f"Invalid consumer config: {'; '.join(bad)}.", "Fix the value(s) and try again.")
+        check_all(checks)
 
     def as_record(self) -> dict:
         """Kafka-named keys and values, for traces and reports."""

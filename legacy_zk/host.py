@@ -1,6 +1,6 @@
-"""A consumer host: N ZooKeeper-era consumers of one group in one process.
+"""A consumer host: N ZooKeeper-era consumers of one group in one process (`lab_cluster.consumer_host`).
 
-In-process (`ConsumerHost`), the consumers are threads; the CLI's `consumers`
+In-process (`host_consumers`), the consumers are threads; the CLI's `consumers`
 command uses that. As its own process (`python -m legacy_zk.host ...`), a host
 with `--count 1` is a consumer that a fault can pause or kill alone::
 
@@ -13,72 +13,38 @@ stops its consumers gracefully (release, commit, deregister).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
 
-from lab_cluster.errors import LabError
-from lab_cluster.processes import add_owner_argument, serve_until_terminated
+from lab_cluster.consumer_host import ConsumerHost, host_argument_parser, serve
 from lab_cluster.properties import parse_overrides
-from lab_cluster.trace import TraceRecorder
 
 from .config import ConsumerConfig
 from .consumer import LegacyConsumer
 
 
-class ConsumerHost:
-    def __init__(self, zk_connect: str, group: str, topics: list[str], count: int, trial_dir: str | Path, *,
-                 name: str = "c", trial: str = "adhoc", overrides: dict | None = None,
-                 on_change: Callable[[str, LegacyConsumer], None] | None = None):
-        if count < 1:
-            raise LabError(f"--count {count}: a host runs at least one consumer.", "Use --count 1 or more.")
-        self.consumers: list[LegacyConsumer] = []
-        self.traces: list[TraceRecorder] = []
-        props = {"group.id": group, "zookeeper.connect": zk_connect, **(overrides or {})}
-        configs = [ConsumerConfig.from_dict(props) for _ in range(count)]  # validate before starting anything
-        for i, config in enumerate(configs):
-            actor = name if count == 1 else f"{name}{i + 1}"
-            trace = TraceRecorder(trial_dir, trial=trial, design="legacy", actor=actor)
-            self.traces.append(trace)
-            callback = (lambda c, a=actor: on_change(a, c)) if on_change else None
-            self.consumers.append(LegacyConsumer(config, topics, trace, on_change=callback))
-
-    def start(self) -> ConsumerHost:
-        for consumer in self.consumers:
-            consumer.start()
-        return self
-
-    def stop(self) -> None:
-        for consumer in self.consumers:
-            consumer.stop()
-        for trace in self.traces:
-            trace.close()
+def host_consumers(zk_connect: str, group: str, topics: list[str], count: int, trial_dir: str | Path, *,
+                   name: str = "c", trial: str = "adhoc", overrides: dict | None = None,
+                   on_change: Callable[[str, LegacyConsumer], None] | None = None) -> ConsumerHost:
+    props = {"group.id": group, "zookeeper.connect": zk_connect, **(overrides or {})}
+    return ConsumerHost(
+        design="legacy", count=count, trial_dir=trial_dir, name=name, trial=trial, on_change=on_change,
+        configure=lambda actor: ConsumerConfig.from_dict(props),
+        build=lambda config, trace, actor, callback: LegacyConsumer(config, topics, trace, on_change=callback))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m legacy_zk.host")
-    parser.add_argument("--zk", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--topic", action="append", required=True)
-    parser.add_argument("--count", type=int, default=1)
-    parser.add_argument("--trial-dir", required=True)
-    parser.add_argument("--trial", default="adhoc")
-    parser.add_argument("--name", default="c")
-    parser.add_argument("--config", action="append", default=[], help="KEY=VALUE, Kafka 0.8 consumer config")
-    add_owner_argument(parser)
-    args = parser.parse_args()
+    args = host_argument_parser("python -m legacy_zk.host", "--zk", "ZooKeeper connect string",
+                                "Kafka 0.8 consumer config").parse_args()
 
     def report(actor: str, consumer: LegacyConsumer) -> None:
         print(json.dumps({"actor": actor, "state": consumer.state.value,
                           "partitions": sorted(p for _, p in consumer.assignment())}), flush=True)
 
-    host = ConsumerHost(args.zk, args.group, args.topic, args.count, args.trial_dir, name=args.name,
-                        trial=args.trial, overrides=parse_overrides(args.config), on_change=report).start()
-    try:
-        serve_until_terminated({"consumers": [c.consumer_id for c in host.consumers]})
-    finally:
-        host.stop()
+    host = host_consumers(args.zk, args.group, args.topic, args.count, args.trial_dir, name=args.name,
+                          trial=args.trial, overrides=parse_overrides(args.config), on_change=report).start()
+    serve(host, {"consumers": [c.consumer_id for c in host.consumers]})
 
 
 if __name__ == "__main__":

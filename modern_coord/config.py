@@ -30,10 +30,9 @@ than the session timeout; so does the lab.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
-from lab_cluster.errors import LabError
-from lab_cluster.properties import convert_property
+from lab_cluster.properties import check_all, field_values
 
 from .assignors import ASSIGNORS
 
@@ -57,18 +56,13 @@ class ConsumerConfig:
     fetch_max_wait_ms: int = 500
     max_poll_records: int = 500
 
+    @staticmethod
+    def key_of(field_name: str) -> str:
+        return field_name.replace("_", ".")
+
     @classmethod
     def from_dict(cls, props: dict) -> ConsumerConfig:
-        by_key = {f.name.replace("_", "."): f for f in fields(cls)}
-        unknown = sorted(set(props) - set(by_key))
-        if unknown:
-            raise LabError(f"Unknown consumer config key(s): {', '.join(unknown)}.",
-                           f"Known keys: {', '.join(sorted(by_key))}.")
-        values = {by_key[k].name: convert_property(k, v, by_key[k].type) for k, v in props.items()}
-        for required in ("group.id", "bootstrap.servers"):
-            if not values.get(by_key[required].name):
-                raise LabError(f"Consumer config needs {required}.", f"Set {required}.")
-        config = cls(**values)
+        config = cls(**field_values(cls, props, cls.key_of, required=("group.id", "bootstrap.servers")))
         config._validate()
         if not config.client_id:
             config = replace(config, client_id=f"consumer-{config.group_id}-{next(_client_numbers)}")
@@ -107,10 +101,8 @@ class ConsumerConfig:
             (self.fetch_max_wait_ms >= 0, "fetch.max.wait.ms must be >= 0"),
             (self.max_poll_records >= 1, "max.poll.records must be >= 1"),
         ]
-        bad = [why for ok, why in checks if not ok]
-        if bad:
-            raise LabError(f"Invalid consumer config: {'; '.join(bad)}.", "Fix the value(s) and try again.")
+        check_all(checks)
 
     def as_record(self) -> dict:
         """Kafka-named keys and values, for traces and reports."""
-        return {k.replace("_", "."): v for k, v in asdict(self).items()}
+        return {self.key_of(k): v for k, v in asdict(self).items()}

@@ -116,10 +116,6 @@ class ModernConsumer:
         with self._lock:
             return list(self._assignment)
 
-    def committed(self) -> dict[TopicPartition, int]:
-        with self._lock:
-            return dict(self._committed)
-
     def stop(self, timeout_s: float = 30.0) -> None:
         """Leave gracefully: the poll loop commits, revokes and sends LeaveGroup before it ends."""
         self._stop.set()
@@ -313,7 +309,6 @@ class ModernConsumer:
                           partitions=[list(tp) for tp in self._assignment])
         self.listener.on_partitions_assigned(list(self._assignment))
         self._set_state(MemberState.STABLE)
-        self._changed()
         return "ok"
 
     def _handle_error(self, api: str, error: ErrorCode) -> str:
@@ -373,6 +368,13 @@ class ModernConsumer:
     # -- fetching and committing -----------------------------------------------------------
     def _fetch_round(self) -> None:
         got_any = False
+
+        def processed(tp: TopicPartition, offset: int) -> None:
+            nonlocal got_any
+            got_any = True
+            self.trace.record("processed", topic=tp[0], partition=tp[1], offset=offset,
+                              member=self.member_id, generation=self.generation.generation_id)
+
         for tp in self.assignment():
             if self._stop.is_set() or self._rejoin_reason is not None:
                 return
@@ -380,13 +382,6 @@ class ModernConsumer:
                 position = self._positions.get(tp)
             if position is None:
                 continue
-
-            def processed(tp: TopicPartition, offset: int) -> None:
-                nonlocal got_any
-                got_any = True
-                self.trace.record("processed", topic=tp[0], partition=tp[1], offset=offset,
-                                  member=self.member_id, generation=self.generation.generation_id)
-
             new_position = self.fetcher.fetch(tp, position, self._stop.is_set, processed)
             with self._lock:
                 if tp in self._positions:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lab_cluster.broker.client import metadata_from_any
 from lab_cluster.wire import ErrorCode, WireClient, WireError
 
 from .member import TopicPartition
@@ -30,20 +31,14 @@ class Fetcher:
 
     def refresh_metadata(self) -> bool:
         """Ask brokers in turn (known ones first, then the bootstrap list) until one answers."""
-        for host, port in list(self.brokers.values()) + self.bootstrap:
-            probe = WireClient(host, port, client_id=self.client_id, timeout_s=min(5.0, self.timeout_s))
-            try:
-                metadata = probe.call("Metadata")
-            except (ConnectionError, WireError):
-                continue
-            finally:
-                probe.close()
-            self.brokers = {int(i): (b["host"], b["port"]) for i, b in metadata["brokers"].items()}
-            self.leaders = {(t, int(p)): leader for t, parts in metadata["topics"].items()
-                            for p, leader in parts.items()}
-            self.partition_counts = {t: len(parts) for t, parts in metadata["topics"].items()}
-            return True
-        return False
+        metadata = metadata_from_any(list(self.brokers.values()) + self.bootstrap, client_id=self.client_id,
+                                     timeout_s=min(5.0, self.timeout_s))
+        if metadata is None:
+            return False
+        self.brokers = {int(i): (b["host"], b["port"]) for i, b in metadata["brokers"].items()}
+        self.leaders = {(t, int(p)): leader for t, parts in metadata["topics"].items() for p, leader in parts.items()}
+        self.partition_counts = {t: len(parts) for t, parts in metadata["topics"].items()}
+        return True
 
     def client_for(self, tp: TopicPartition) -> WireClient | None:
         leader = self.leaders.get(tp)

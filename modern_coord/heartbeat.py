@@ -38,13 +38,11 @@ class Heartbeat:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_poll_interval_ms = max_poll_interval_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.last_sent_ms = now_ms
         self.last_received_ms = now_ms  # the session counts from the last success
         self.last_poll_ms = now_ms
         self._next_due_ms = now_ms + heartbeat_interval_ms
 
     def sent_heartbeat(self, now_ms: int) -> None:
-        self.last_sent_ms = now_ms
         self._next_due_ms = now_ms + self.heartbeat_interval_ms
 
     def fail_heartbeat(self, now_ms: int) -> None:

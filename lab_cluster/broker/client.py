@@ -10,18 +10,24 @@ from __future__ import annotations
 from ..wire import WireClient, WireError
 
 
-def find_leader(brokers: dict[int, tuple[str, int]], topic: str, partition: int) -> tuple[str, int] | None:
-    """(host, port) of the partition's leader according to the first broker that answers, or None."""
-    for host, port in brokers.values():
-        probe = WireClient(host, port, timeout_s=5)
+def metadata_from_any(addresses, *, client_id: str = "", timeout_s: float = 5.0) -> dict | None:
+    """The `Metadata` answer of the first of `addresses` [(host, port), ...] that gives one, or None."""
+    for host, port in addresses:
+        probe = WireClient(host, port, client_id=client_id, timeout_s=timeout_s)
         try:
-            metadata = probe.call("Metadata")
+            return probe.call("Metadata")
         except (ConnectionError, WireError):
             continue
         finally:
             probe.close()
-        leader = metadata["topics"].get(topic, {}).get(str(partition), -1)
-        broker = metadata["brokers"].get(str(leader))
-        if broker is not None:
-            return broker["host"], broker["port"]
     return None
+
+
+def find_leader(brokers: dict[int, tuple[str, int]], topic: str, partition: int) -> tuple[str, int] | None:
+    """(host, port) of the partition's leader according to the first broker that answers, or None."""
+    metadata = metadata_from_any(brokers.values())
+    if metadata is None:
+        return None
+    leader = metadata["topics"].get(topic, {}).get(str(partition), -1)
+    broker = metadata["brokers"].get(str(leader))
+    return (broker["host"], broker["port"]) if broker is not None else None

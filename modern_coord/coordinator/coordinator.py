@@ -139,9 +139,6 @@ class GroupCoordinator:
 
     def owner_error(self, group_id) -> ErrorCode | None:
         """Why this coordinator cannot answer for the group (None if it can)."""
-        return self._owner_error(group_id)
-
-    def _owner_error(self, group_id) -> ErrorCode | None:
         if not isinstance(group_id, str) or not group_id:
             return ErrorCode.INVALID_GROUP_ID
         status = self.partitions.get(self.partition_for(group_id))
@@ -193,7 +190,8 @@ class GroupCoordinator:
                 group = self.groups.pop(group_id)
                 self._set_state(group, GroupState.DEAD)
                 for member in group.members.values():
-                    self._answer_held(member, answer(ErrorCode.NOT_COORDINATOR))
+                    member.answer_join(answer(ErrorCode.NOT_COORDINATOR))
+                    member.answer_sync(answer(ErrorCode.NOT_COORDINATOR))
                     self.timers.cancel(("heartbeat", group_id, member.member_id))
                 self.timers.cancel(("join", group_id))
                 self.offsets.pop(group_id, None)
@@ -203,7 +201,7 @@ class GroupCoordinator:
         with self.lock:
             group_id = request.get("group_id")
             member_id = request.get("member_id", "")
-            err = self._owner_error(group_id)
+            err = self.owner_error(group_id)
             if err is not None:
                 return respond(self._join_error(err, member_id))
             try:
@@ -285,8 +283,7 @@ class GroupCoordinator:
         self._maybe_prepare_rebalance(group, f"member {member.member_id} joined")
 
     def _update_member_and_rebalance(self, group: Group, member: Member, protocols, respond: Respond) -> None:
-        if member.awaiting_join is not None:  # a second JoinGroup replaces the first
-            member.awaiting_join(self._join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        member.answer_join(self._join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))  # replaced
         member.protocols = protocols
         member.awaiting_join = respond
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
@@ -300,9 +297,7 @@ class GroupCoordinator:
             # The generation being synced is abandoned: tell those waiting on SyncGroup to rejoin.
             for m in group.members.values():
                 m.assignment = {}
-                if m.awaiting_sync is not None:
-                    m.awaiting_sync, respond = None, m.awaiting_sync
-                    respond(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
+                m.answer_sync(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
         rebalance_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         if group.state is GroupState.EMPTY:
             delay = self.config.group_initial_rebalance_delay_ms
@@ -348,23 +343,16 @@ class GroupCoordinator:
             self._store_group(group)
             return
         for member in group.members.values():
-            result = self._join_result(group, member)
-            respond, member.awaiting_join = member.awaiting_join, None
-            respond(result)
+            member.answer_join(self._join_result(group, member))
             self._heartbeat_deadline(group, member)
 
     # -- SyncGroup ------------------------------------------------------------------------
     def sync_group(self, request: dict, respond: Respond) -> None:
         with self.lock:
-            group_id, member_id = request.get("group_id"), request.get("member_id")
-            err = self._owner_error(group_id)
-            group = self.groups.get(group_id) if err is None else None
-            if err is None and group is None:
-                err = ErrorCode.UNKNOWN_MEMBER_ID
-            if err is None:
-                err = self._member_error(group, member_id, request.get("generation_id"))
+            group, err = self._current_member(request)
             if err is not None:
                 return respond(answer(err, assignment={}))
+            member_id = request["member_id"]
             member = group.members[member_id]
             if group.state is GroupState.EMPTY:
                 return respond(answer(ErrorCode.UNKNOWN_MEMBER_ID, assignment={}))
@@ -386,48 +374,43 @@ class GroupCoordinator:
                 for m in group.members.values():
                     m.assignment = given.get(m.member_id, {})
                 self._store_group(group)
-                was = group.state
-                group.transition(GroupState.STABLE)
-                self._state_event(group, was, "leader's assignment received")
+                self._set_state(group, GroupState.STABLE, "leader's assignment received")
                 for m in group.members.values():
-                    if m.awaiting_sync is not None:
-                        m.awaiting_sync, waiting = None, m.awaiting_sync
-                        waiting(answer(assignment=m.assignment))
+                    m.answer_sync(answer(assignment=m.assignment))
 
     # -- Heartbeat and LeaveGroup ---------------------------------------------------------
     def heartbeat(self, request: dict) -> dict:
         with self.lock:
-            group_id, member_id = request.get("group_id"), request.get("member_id")
-            err = self._owner_error(group_id)
-            group = self.groups.get(group_id) if err is None else None
-            if err is None and group is None:
-                err = ErrorCode.UNKNOWN_MEMBER_ID
-            if err is None:
-                err = self._member_error(group, member_id, request.get("generation_id"))
+            group, err = self._current_member(request)
             if err is not None:
                 return answer(err)
             if group.state is GroupState.EMPTY:
                 return answer(ErrorCode.UNKNOWN_MEMBER_ID)
-            self._heartbeat_deadline(group, group.members[member_id])
+            self._heartbeat_deadline(group, group.members[request["member_id"]])
             if group.state is GroupState.PREPARING_REBALANCE:
                 return answer(ErrorCode.REBALANCE_IN_PROGRESS)
             return answer()
 
     def leave_group(self, request: dict) -> dict:
         with self.lock:
-            group_id, member_id = request.get("group_id"), request.get("member_id")
-            err = self._owner_error(group_id)
-            group = self.groups.get(group_id) if err is None else None
-            if err is None and group is None:
-                err = ErrorCode.UNKNOWN_MEMBER_ID
-            if err is None and group.state is GroupState.DEAD:
-                err = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            if err is None and member_id not in group.members:
-                err = ErrorCode.UNKNOWN_MEMBER_ID
+            group, err = self._current_member(request, check_generation=False)
             if err is not None:
                 return answer(err)
-            self._remove_member_and_update(group, group.members[member_id], "left the group")
+            self._remove_member_and_update(group, group.members[request["member_id"]], "left the group")
             return answer()
+
+    def _current_member(self, request: dict, *, check_generation: bool = True) -> tuple[Group | None, ErrorCode | None]:
+        """The request's group, if its member may be answered at all; else why not (the fencing rules)."""
+        group_id = request.get("group_id")
+        err = self.owner_error(group_id)
+        if err is not None:
+            return None, err
+        group = self.groups.get(group_id)
+        if group is None:
+            return None, ErrorCode.UNKNOWN_MEMBER_ID
+        generation = request.get("generation_id") if check_generation else group.generation_id
+        err = self._member_error(group, request.get("member_id"), generation)
+        return (group, None) if err is None else (None, err)
 
     def _member_error(self, group: Group, member_id, generation_id) -> ErrorCode | None:
         if group.state is GroupState.DEAD:
@@ -460,8 +443,10 @@ class GroupCoordinator:
                 self._try_complete_join(group)
 
     def _remove_member_and_update(self, group: Group, member: Member, reason: str) -> None:
-        self._answer_held(member, answer(ErrorCode.UNKNOWN_MEMBER_ID, generation_id=-1, member_id=member.member_id,
-                                         members=[], assignment={}))
+        gone = answer(ErrorCode.UNKNOWN_MEMBER_ID, generation_id=-1, member_id=member.member_id, members=[],
+                      assignment={})
+        member.answer_join(gone)
+        member.answer_sync(gone)
         self.timers.cancel(("heartbeat", group.group_id, member.member_id))
         group.remove(member.member_id)
         self.on_event("member_removed", group=group.group_id, member=member.member_id, reason=reason)
@@ -470,20 +455,12 @@ class GroupCoordinator:
         if group.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    @staticmethod
-    def _answer_held(member: Member, result: dict) -> None:
-        for attr in ("awaiting_join", "awaiting_sync"):
-            respond = getattr(member, attr)
-            if respond is not None:
-                setattr(member, attr, None)
-                respond(result)
-
     # -- offsets --------------------------------------------------------------------------
     def commit_offsets(self, request: dict) -> dict:
         with self.lock:
             group_id, member_id = request.get("group_id"), request.get("member_id", "")
             generation = request.get("generation_id", -1)
-            err = self._owner_error(group_id)
+            err = self.owner_error(group_id)
             if err is not None:
                 return answer(err)
             try:
@@ -514,7 +491,7 @@ class GroupCoordinator:
     def fetch_offsets(self, request: dict) -> dict:
         with self.lock:
             group_id = request.get("group_id")
-            err = self._owner_error(group_id)
+            err = self.owner_error(group_id)
             if err is not None:
                 return answer(err, offsets=[])
             committed = self.offsets.get(group_id, {})

@@ -65,6 +65,18 @@ class Member:
     def metadata(self, protocol: str) -> dict:
         return next(meta for name, meta in self.protocols if name == protocol)
 
+    def answer_join(self, result: dict) -> None:
+        """Answer the held JoinGroup, if any."""
+        respond, self.awaiting_join = self.awaiting_join, None
+        if respond is not None:
+            respond(result)
+
+    def answer_sync(self, result: dict) -> None:
+        """Answer the held SyncGroup, if any."""
+        respond, self.awaiting_sync = self.awaiting_sync, None
+        if respond is not None:
+            respond(result)
+
     def vote(self, candidates: set[str]) -> str:
         """The member's most preferred protocol among those every member supports."""
         return next(name for name in self.protocol_names() if name in candidates)
