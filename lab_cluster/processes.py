@@ -61,22 +61,36 @@ class LabProcess:
         return self.proc.pid
 
     def _wait_ready(self, timeout_s: float) -> dict:
+        """Read the child's stdout until its READY line; lines before it go to the log.
+
+        Reads the pipe with os.read into our own buffer: select() says nothing
+        about lines already sitting in a buffered reader, so mixing the two can
+        miss a READY that arrived in the same chunk as the lines before it.
+        """
         deadline = time.monotonic() + timeout_s
-        fd = self.proc.stdout
+        fd = self.proc.stdout.fileno()
+        pending = b""
         while time.monotonic() < deadline:
             ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:
-                line = fd.readline().decode(errors="replace")
-                if line.startswith("READY"):
-                    return json.loads(line[5:].strip() or "{}")
-                if not line and self.proc.poll() is not None:
-                    break
-            elif self.proc.poll() is not None:
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk and self.proc.poll() is not None:
                 break
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if line.startswith(b"READY"):
+                    self._log_bytes(pending)  # what followed READY in the same chunk
+                    return json.loads(line[5:].decode(errors="replace").strip() or "{}")
+                self._log_bytes(line + b"\n")
         why = f"exited with status {self.proc.returncode}" if self.proc.poll() is not None else \
             f"did not say READY within {timeout_s:.0f} s"
         raise LabError(f"Lab process {self.name} ({' '.join(self.command[2:4])}) {why}.",
                        f"Its log ({self.log_path}) follows.", details=tail(self.log_text()))
+
+    def _log_bytes(self, data: bytes) -> None:
+        if data:
+            with open(self.log_path, "ab") as log:
+                log.write(data)
 
     def _drain_stdout(self) -> None:
         with open(self.log_path, "ab") as log:
@@ -135,10 +149,21 @@ def _proc_state(pid: int) -> str:
         return "?"
 
 
+_STDOUT = threading.Lock()
+
+
+def emit_line(text: str) -> None:
+    """Child side: write one whole line to stdout. Threads that print() can interleave their text and
+    newlines (a READY glued to the end of another line was missed); one locked write cannot."""
+    with _STDOUT:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
 def serve_until_terminated(ready_info: dict) -> None:
     """Child side: announce READY, then wait; SIGTERM/SIGINT end the wait with SystemExit."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    print("READY " + json.dumps(ready_info), flush=True)
+    emit_line("READY " + json.dumps(ready_info))
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

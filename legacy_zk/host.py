@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab_cluster.consumer_host import ConsumerHost, host_argument_parser, serve
+from lab_cluster.processes import emit_line
 from lab_cluster.properties import parse_overrides
 
 from .config import ConsumerConfig
@@ -39,8 +40,8 @@ def main() -> None:
                                 "Kafka 0.8 consumer config").parse_args()
 
     def report(actor: str, consumer: LegacyConsumer) -> None:
-        print(json.dumps({"actor": actor, "state": consumer.state.value,
-                          "partitions": sorted(p for _, p in consumer.assignment())}), flush=True)
+        emit_line(json.dumps({"actor": actor, "state": consumer.state.value,
+                          "partitions": sorted(p for _, p in consumer.assignment())}))
 
     host = host_consumers(args.zk, args.group, args.topic, args.count, args.trial_dir, name=args.name,
                           trial=args.trial, overrides=parse_overrides(args.config), on_change=report).start()

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab_cluster.consumer_host import ConsumerHost, host_argument_parser, serve
+from lab_cluster.processes import emit_line
 from lab_cluster.properties import parse_overrides
 
 from .config import ConsumerConfig
@@ -42,9 +43,9 @@ def main() -> None:
                                 "Java consumer config names").parse_args()
 
     def report(actor: str, consumer: ModernConsumer) -> None:
-        print(json.dumps({"actor": actor, "state": consumer.state.value,
+        emit_line(json.dumps({"actor": actor, "state": consumer.state.value,
                           "generation": consumer.generation.generation_id,
-                          "partitions": sorted(p for _, p in consumer.assignment())}), flush=True)
+                          "partitions": sorted(p for _, p in consumer.assignment())}))
 
     host = host_consumers(args.bootstrap, args.group, args.topic, args.count, args.trial_dir, name=args.name,
                           trial=args.trial, overrides=parse_overrides(args.config), on_change=report).start()
