@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .cleanup import OWNER_PROPERTY, REAPER, child_preexec, signal_process
@@ -35,8 +36,12 @@ def owner_arg() -> str:
 
 class LabProcess:
     def __init__(self, name: str, module: str, args: list[str], log_path: str | Path, *,
-                 ready_timeout_s: float = 60.0, env: dict[str, str] | None = None):
+                 ready_timeout_s: float = 60.0, env: dict[str, str] | None = None,
+                 on_line: Callable[[str], None] | None = None):
         self.name = name
+        #: Called with every line the child prints other than READY (after it is logged).
+        self.on_line = on_line
+        self._carry = b""
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.command = [sys.executable, "-m", module, *args, owner_arg()]
@@ -79,9 +84,9 @@ class LabProcess:
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
                 if line.startswith(b"READY"):
-                    self._log_bytes(pending)  # what followed READY in the same chunk
+                    self._carry = pending  # what followed READY in the same chunk
                     return json.loads(line[5:].decode(errors="replace").strip() or "{}")
-                self._log_bytes(line + b"\n")
+                self._line(line + b"\n")
         why = f"exited with status {self.proc.returncode}" if self.proc.poll() is not None else \
             f"did not say READY within {timeout_s:.0f} s"
         raise LabError(f"Lab process {self.name} ({' '.join(self.command[2:4])}) {why}.",
@@ -92,10 +97,22 @@ class LabProcess:
             with open(self.log_path, "ab") as log:
                 log.write(data)
 
+    def _line(self, line: bytes) -> None:
+        self._log_bytes(line)
+        if self.on_line is not None and line.endswith(b"\n"):
+            self.on_line(line.decode(errors="replace").rstrip("\n"))
+
     def _drain_stdout(self) -> None:
-        with open(self.log_path, "ab") as log:
-            for line in self.proc.stdout:
-                log.write(line)
+        fd, pending = self.proc.stdout.fileno(), self._carry
+        while True:
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                self._line(line + b"\n")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self._log_bytes(pending)
+                return
+            pending += chunk
 
     def log_text(self) -> str:
         try:

@@ -1,0 +1,98 @@
+"""What the trial runner knows about a group while it runs: the consumer hosts' state lines.
+
+Every consumer host prints one JSON line per state change of one of its
+consumers (`{"actor": "c3", "state": "consuming", "partitions": [0, 5]}`,
+plus `generation` for the coordinator era). `GroupWatch.update` takes those
+lines as they arrive; `wait_converged(members, since_ns, limit_s)` waits until
+the group has converged on `members`:
+
+- every member's latest line came after `since_ns` (it went through a
+  rebalance after the change: in both designs' eager protocols every member
+  rebalances on every membership change);
+- every member is `consuming` (ZooKeeper era) or `stable` (coordinator era),
+  all in one generation (coordinator era);
+- their partitions are disjoint and cover all P;
+- and that has held for `quiet_s`.
+
+It returns None, or why not (a member that gave up, or what was still missing
+at the limit). The runner only uses this to know when to take the next step;
+the reported convergence time is computed from the traces by the analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+STABLE = {"legacy": "consuming", "modern": "stable"}
+GAVE_UP = "failed"
+
+
+class GroupWatch:
+    def __init__(self, design: str, partitions: int, quiet_s: float = 0.5):
+        self.design = design
+        self.partitions = partitions
+        self.quiet_s = quiet_s
+        self._latest: dict[str, tuple[int, dict]] = {}  # actor -> (received ns, line)
+        self._changed = threading.Condition()
+
+    def update(self, line: str) -> None:
+        try:
+            state = json.loads(line)
+        except ValueError:
+            return  # not a state line (a host may log other things)
+        if not isinstance(state, dict) or "actor" not in state:
+            return
+        with self._changed:
+            self._latest[state["actor"]] = (time.monotonic_ns(), state)
+            self._changed.notify_all()
+
+    def forget(self, actor: str) -> None:
+        with self._changed:
+            self._latest.pop(actor, None)
+
+    def problem(self, members: list[str], since_ns: int) -> str | None:
+        """Why the group has not converged on `members` (None if it has)."""
+        with self._changed:
+            latest = {m: self._latest.get(m) for m in members}
+        missing = [m for m, v in latest.items() if v is None or v[0] < since_ns]
+        if missing:
+            return f"no rebalance seen yet from {', '.join(missing)}"
+        states = {m: v[1] for m, v in latest.items()}
+        gave_up = [m for m, s in states.items() if s.get("state") == GAVE_UP]
+        if gave_up:
+            return f"{', '.join(gave_up)} gave up rebalancing (state {GAVE_UP})"
+        unsettled = [f"{m} is {s.get('state')}" for m, s in states.items() if s.get("state") != STABLE[self.design]]
+        if unsettled:
+            return "; ".join(unsettled)
+        generations = {s.get("generation") for s in states.values()}
+        if len(generations) > 1:
+            return f"members are in different generations {sorted(generations, key=str)}"
+        owned = [p for s in states.values() for p in s.get("partitions", [])]
+        if len(owned) != len(set(owned)):
+            return "a partition is assigned to two members"
+        if set(owned) != set(range(self.partitions)):
+            return f"partitions {sorted(set(range(self.partitions)) - set(owned))} are not assigned"
+        return None
+
+    def gave_up(self) -> list[str]:
+        with self._changed:
+            return [a for a, (_, s) in self._latest.items() if s.get("state") == GAVE_UP]
+
+    def wait_converged(self, members: list[str], since_ns: int, limit_s: float) -> str | None:
+        deadline = time.monotonic() + limit_s
+        held_since = None
+        while True:
+            problem = self.problem(members, since_ns)
+            now = time.monotonic()
+            if problem is None:
+                held_since = held_since or now
+                if now - held_since >= self.quiet_s:
+                    return None
+            else:
+                held_since = None
+                if GAVE_UP in problem or now > deadline:
+                    return problem
+            with self._changed:
+                self._changed.wait(0.05)
