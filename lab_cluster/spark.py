@@ -26,6 +26,7 @@ def local_session(master: str = "local[*]", app: str = "rebalance-lab"):
 
     _session = (SparkSession.builder.master(master).appName(app)
                 .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.driver.host", "127.0.0.1")
                 .config("spark.driver.bindAddress", "127.0.0.1")
                 .config("spark.sql.shuffle.partitions", "4")

@@ -1,0 +1,262 @@
+"""The metrics of DESIGN.md §4, computed from traces with Spark SQL and window functions.
+
+Input: the events of any number of trials (`lab_cluster.trace_reader.TRACE_SCHEMA`),
+as Spark reads them from the trace files. Nothing is collected to the driver:
+every metric is a join, an aggregate or a window over the events.
+
+How the traces are cut (`change_windows`). The trial runner's `scenario`
+actor records each `change` (index, `join` or `leave`) and an `end`. A change's
+window runs from its `change` event to the next change (or `end`). Within it:
+
+| metric | how it is computed |
+| --- | --- |
+| `notifications_per_change` | consumers' `zk_watch_fired` events in the window |
+| `zk_requests_per_change` | consumers' `zk_read` + `zk_write` from the change until convergence |
+| `coordinator_requests_per_change` | the coordinators' `coordinator_request` events (every group API a consumer called) from the change until convergence |
+| `control_messages_per_change` | the sum of the three |
+| `rebalance_attempts` / `rebalance_failures` | consumers' `rebalance_begin` / (`rebalance_failed` or `consumer_failed`) in the window |
+| `owner_conflicts` | consumers' `owner_conflict` in the window |
+| `convergence_ms` | from the change to the last `assigned` in the window, if at the window's end every partition has exactly one owner (else null: not converged) |
+| `unowned_partition_s` / `double_owned_partition_s` | partition-seconds in the window with 0 / 2+ owners |
+| `view_divergence` | distinct membership views computed from in the window: ZooKeeper era, the `view` events' member lists; coordinator era, the leader's member list per generation (the largest count over generations) |
+| `zombie_commits_accepted` | accepted `commit`s for a partition the committer had lost (another consumer's ownership of it began later, or the committer owned it no more) |
+
+Ownership (`ownership_segments`): a consumer owns a partition from its
+`assigned` event to its next `assigned`/`revoked` for it, or the end of its
+trace (a stopped or killed consumer owns nothing). A sweep over +1/-1 steps,
+summed by a running window per partition, gives each partition's owner count
+between consecutive steps: the segments that unowned and double-owned time
+are cut from.
+
+Per trial (`trial_metrics`): `duplicates` (processed more than once) and `gaps`
+(produced below the highest processed offset of its partition but never
+processed; messages produced after the consumers stopped are not gaps).
+
+The cross-check (`cross_check`) compares, between the runner's two
+`zk_server_counters` snapshots around each change, the watch notifications the
+clients recorded with the server's own count (the sums of mntr's
+`node_{children,created,deleted,changed}_watch_count`: every watcher the
+server triggered), which must be equal, and the requests the clients recorded
+with the packets the server received (which also counts pings and other
+clients' requests), which must not be fewer.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StringType
+
+CONSUMER_MARKERS = ("consumer_start", "consumer_config")  # the first event of each family's consumer
+WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
+                          "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
+KEYS = ["trial", "change_index"]
+NS_PER_S = 1_000_000_000
+
+
+def field(name: str) -> Column:
+    return F.get_json_object("fields", f"$.{name}")
+
+
+def consumer_events(events: DataFrame) -> DataFrame:
+    """The events of consumers (actors whose trace starts a consumer of either family)."""
+    consumers = events.where(F.col("kind").isin(*CONSUMER_MARKERS)).select("trial", "actor").distinct()
+    return events.join(consumers, ["trial", "actor"], "left_semi")
+
+
+def change_windows(events: DataFrame) -> DataFrame:
+    """One row per change: trial, change_index, change, members_before/after, start_ns, stop_ns."""
+    scenario = events.where(F.col("actor") == "scenario")
+    changes = scenario.where(F.col("kind") == "change").select(
+        "trial", field("index").cast("int").alias("change_index"), field("change").alias("change"),
+        field("members_before").cast("int").alias("members_before"),
+        field("members_after").cast("int").alias("members_after"), F.col("ts_ns").alias("start_ns"))
+    ends = scenario.where(F.col("kind") == "end").groupBy("trial").agg(F.min("ts_ns").alias("end_ns"))
+    by_time = Window.partitionBy("trial").orderBy("start_ns")
+    return (changes.join(ends, "trial")
+            .withColumn("stop_ns", F.coalesce(F.lead("start_ns").over(by_time), F.col("end_ns")))
+            .drop("end_ns"))
+
+
+def _in_window(events: DataFrame, windows: DataFrame, until: str = "stop_ns") -> DataFrame:
+    """Events joined to the window they fall in: start_ns <= ts_ns < `until` (or <= for convergence)."""
+    w = windows.select(*KEYS, "start_ns", F.col(until).alias("_until"))
+    upper = (F.col("ts_ns") < F.col("_until")) if until == "stop_ns" else (F.col("ts_ns") <= F.col("_until"))
+    return events.join(w, "trial").where((F.col("ts_ns") >= F.col("start_ns")) & upper).drop("_until")
+
+
+def _count(events: DataFrame, windows: DataFrame, name: str, until: str = "stop_ns") -> DataFrame:
+    return _in_window(events, windows, until).groupBy(*KEYS).agg(F.count(F.lit(1)).alias(name))
+
+
+def ownership_intervals(events: DataFrame) -> DataFrame:
+    """trial, actor, topic, partition, start_ns, stop_ns: one row per stretch a consumer owned a partition."""
+    ce = consumer_events(events)
+    moves = (ce.where(F.col("kind").isin("assigned", "revoked"))
+             .select("trial", "actor", "ts_ns", "kind",
+                     F.explode(F.from_json(field("partitions"), ArrayType(ArrayType(StringType())))).alias("tp"))
+             .select("trial", "actor", "ts_ns", "kind", F.col("tp")[0].alias("topic"),
+                     F.col("tp")[1].cast("int").alias("partition")))
+    trace_ends = ce.groupBy("trial", "actor").agg(F.max("ts_ns").alias("ts_ns"))
+    ends = (moves.select("trial", "actor", "topic", "partition").distinct().join(trace_ends, ["trial", "actor"])
+            .withColumn("kind", F.lit("trace_end")))
+    steps = moves.unionByName(ends)
+    order = F.when(F.col("kind") == "assigned", 1).otherwise(0)  # at one instant, a release before a claim
+    w = Window.partitionBy("trial", "actor", "topic", "partition").orderBy("ts_ns", order)
+    return (steps.withColumn("next_ns", F.lead("ts_ns").over(w))
+            .where(F.col("kind") == "assigned")
+            .select("trial", "actor", "topic", "partition", F.col("ts_ns").alias("start_ns"),
+                    F.coalesce("next_ns", "ts_ns").alias("stop_ns"))
+            .where(F.col("stop_ns") > F.col("start_ns")))
+
+
+def _partitions(events: DataFrame) -> DataFrame:
+    """trial, topic, partition, ts_ns (the trial's setup): every partition, owned or not."""
+    setup = events.where((F.col("actor") == "scenario") & (F.col("kind") == "setup"))
+    return setup.select("trial", "topic", "ts_ns",
+                        F.explode(F.sequence(F.lit(0), field("partitions").cast("int") - 1)).alias("partition"))
+
+
+def owner_steps(events: DataFrame, intervals: DataFrame) -> DataFrame:
+    """trial, topic, partition, ts_ns, delta: the net change of a partition's owner count at each instant."""
+    ups = intervals.select("trial", "topic", "partition", F.col("start_ns").alias("ts_ns"), F.lit(1).alias("d"))
+    downs = intervals.select("trial", "topic", "partition", F.col("stop_ns").alias("ts_ns"), F.lit(-1).alias("d"))
+    zero = _partitions(events).withColumn("d", F.lit(0))
+    return (ups.unionByName(downs).unionByName(zero.select("trial", "topic", "partition", "ts_ns", "d"))
+            .groupBy("trial", "topic", "partition", "ts_ns").agg(F.sum("d").alias("delta")))
+
+
+def ownership_segments(steps: DataFrame) -> DataFrame:
+    """trial, topic, partition, ts_ns, stop_ns, owners: how many consumers owned it from ts_ns to stop_ns."""
+    w = Window.partitionBy("trial", "topic", "partition").orderBy("ts_ns")
+    return (steps.withColumn("owners", F.sum("delta").over(w.rowsBetween(Window.unboundedPreceding, 0)))
+            .withColumn("stop_ns", F.lead("ts_ns").over(w))
+            .where(F.col("stop_ns").isNotNull()))
+
+
+def _ownership_per_window(steps: DataFrame, segments: DataFrame, windows: DataFrame) -> DataFrame:
+    w = windows.select(*KEYS, "start_ns", F.col("stop_ns").alias("w_stop"))
+    clipped = (segments.join(w, "trial")
+               .withColumn("len_ns", F.least("stop_ns", "w_stop") - F.greatest("ts_ns", "start_ns"))
+               .where(F.col("len_ns") > 0))
+    seconds = clipped.groupBy(*KEYS).agg(
+        (F.sum(F.when(F.col("owners") == 0, F.col("len_ns")).otherwise(0)) / NS_PER_S).alias("unowned_partition_s"),
+        (F.sum(F.when(F.col("owners") >= 2, F.col("len_ns")).otherwise(0)) / NS_PER_S)
+        .alias("double_owned_partition_s"))
+    at_stop = (steps.join(w, "trial").where(F.col("ts_ns") < F.col("w_stop"))
+               .groupBy(*KEYS, "topic", "partition").agg(F.sum("delta").alias("owners"))
+               .groupBy(*KEYS).agg(((F.min("owners") == 1) & (F.max("owners") == 1)).alias("complete_at_end")))
+    return seconds.join(at_stop, KEYS, "full")
+
+
+def _view_divergence(events: DataFrame, windows: DataFrame) -> DataFrame:
+    legacy = events.where(F.col("kind") == "view").select(
+        "trial", "ts_ns", F.lit(-1).alias("round"), field("members").alias("view"))
+    modern = events.where(F.col("kind") == "leader_assignment").select(
+        "trial", "ts_ns", F.col("generation").alias("round"),
+        F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view"))
+    views = _in_window(legacy.unionByName(modern), windows, "converged_ns")
+    return (views.groupBy(*KEYS, "round").agg(F.countDistinct("view").alias("n"))
+            .groupBy(*KEYS).agg(F.max("n").alias("view_divergence")))
+
+
+def _zombie_commits(events: DataFrame, intervals: DataFrame) -> DataFrame:
+    """Accepted commits (trial, ts_ns) by a consumer that had lost the partition."""
+    commits = (consumer_events(events).where((F.col("kind") == "commit") & (field("outcome") == "accepted"))
+               .select("trial", "actor", "topic", "partition", "ts_ns"))
+    mine = intervals.alias("m")
+    theirs = intervals.alias("o")
+    c = commits.alias("c")
+    held = c.join(mine, (F.col("c.trial") == F.col("m.trial")) & (F.col("c.actor") == F.col("m.actor"))
+                  & (F.col("c.topic") == F.col("m.topic")) & (F.col("c.partition") == F.col("m.partition"))
+                  & (F.col("c.ts_ns") >= F.col("m.start_ns")) & (F.col("c.ts_ns") <= F.col("m.stop_ns")), "left")
+    held = held.select("c.trial", "c.actor", "c.topic", "c.partition", "c.ts_ns",
+                       F.col("m.start_ns").alias("mine_since"))
+    h = held.alias("h")
+    newer = h.join(theirs, (F.col("h.trial") == F.col("o.trial")) & (F.col("h.actor") != F.col("o.actor"))
+                   & (F.col("h.topic") == F.col("o.topic")) & (F.col("h.partition") == F.col("o.partition"))
+                   & (F.col("h.ts_ns") >= F.col("o.start_ns")) & (F.col("h.ts_ns") < F.col("o.stop_ns"))
+                   & (F.col("o.start_ns") > F.col("h.mine_since")), "left_semi")
+    unowned = held.where(F.col("mine_since").isNull())
+    return newer.select("trial", "ts_ns").unionByName(unowned.select("trial", "ts_ns"))
+
+
+def change_metrics(events: DataFrame) -> DataFrame:
+    """One row per (trial, change) with every per-change metric of DESIGN §4."""
+    ce = consumer_events(events)
+    windows = change_windows(events)
+    last_assigned = (_in_window(ce.where(F.col("kind") == "assigned"), windows)
+                     .groupBy(*KEYS).agg(F.max("ts_ns").alias("converged_ns")))
+    windows = windows.join(last_assigned, KEYS, "left").withColumn(
+        "converged_ns", F.coalesce("converged_ns", "stop_ns"))
+    kinds = lambda *k: ce.where(F.col("kind").isin(*k))  # noqa: E731
+    intervals = ownership_intervals(events)
+    steps = owner_steps(events, intervals)
+    parts = [
+        _count(kinds("zk_watch_fired"), windows, "notifications_per_change"),
+        _count(kinds("zk_read", "zk_write"), windows, "zk_requests_per_change", "converged_ns"),
+        _count(events.where(F.col("kind") == "coordinator_request"), windows, "coordinator_requests_per_change",
+               "converged_ns"),
+        _count(kinds("rebalance_begin"), windows, "rebalance_attempts"),
+        _count(kinds("rebalance_failed", "consumer_failed"), windows, "rebalance_failures"),
+        _count(kinds("owner_conflict"), windows, "owner_conflicts"),
+        _count(_zombie_commits(events, intervals), windows, "zombie_commits_accepted"),
+        _ownership_per_window(steps, ownership_segments(steps), windows),
+        _view_divergence(events, windows),
+    ]
+    out = windows
+    for part in parts:
+        out = out.join(part, KEYS, "left")
+    counts = ["notifications_per_change", "zk_requests_per_change", "coordinator_requests_per_change",
+              "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
+              "unowned_partition_s", "double_owned_partition_s"]
+    out = out.fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
+    converged = F.col("complete_at_end")
+    return (out
+            .withColumn("control_messages_per_change", F.col("notifications_per_change")
+                        + F.col("zk_requests_per_change") + F.col("coordinator_requests_per_change"))
+            .withColumn("converged", converged)
+            .withColumn("convergence_ms",
+                        F.when(converged, (F.col("converged_ns") - F.col("start_ns")) / 1e6))
+            .drop("complete_at_end"))
+
+
+def trial_metrics(events: DataFrame) -> DataFrame:
+    """One row per trial: duplicates, gaps, processed and produced messages."""
+    key = ["trial", "topic", "partition", "offset"]
+    processed = events.where(F.col("kind") == "processed").groupBy(*key).agg(F.count(F.lit(1)).alias("times"))
+    produced = events.where(F.col("kind") == "produced").select(*key).distinct()
+    reached = processed.groupBy("trial", "topic", "partition").agg(F.max("offset").alias("reached"))
+    gaps = (produced.join(reached, ["trial", "topic", "partition"]).where(F.col("offset") <= F.col("reached"))
+            .join(processed, key, "left_anti").groupBy("trial").agg(F.count(F.lit(1)).alias("gaps")))
+    dups = processed.groupBy("trial").agg(F.sum(F.col("times") - 1).alias("duplicates"),
+                                          F.count(F.lit(1)).alias("messages_processed"))
+    made = produced.groupBy("trial").agg(F.count(F.lit(1)).alias("messages_produced"))
+    trials = events.select("trial").distinct()
+    return (trials.join(dups, "trial", "left").join(gaps, "trial", "left").join(made, "trial", "left")
+            .fillna(0, subset=["duplicates", "gaps", "messages_processed", "messages_produced"]))
+
+
+def cross_check(events: DataFrame) -> DataFrame:
+    """Per (trial, change): client-recorded vs server-counted notifications and requests, and the verdict."""
+    snaps = events.where((F.col("actor") == "scenario") & (F.col("kind") == "zk_server_counters")).select(
+        "trial", field("index").cast("int").alias("change_index"), field("at").alias("at"), "ts_ns",
+        *[field(f"counters.{c}").cast("long").alias(c) for c in ("zk_packets_received", *WATCH_TRIGGER_COUNTERS)])
+    triggered = sum(F.col(c) for c in WATCH_TRIGGER_COUNTERS)
+    snaps = snaps.withColumn("triggered", triggered)
+    before, after = snaps.where(F.col("at") == "before").alias("b"), snaps.where(F.col("at") == "after").alias("a")
+    spans = before.join(after, KEYS).select(
+        *KEYS, F.col("b.ts_ns").alias("start_ns"), F.col("a.ts_ns").alias("converged_ns"),
+        (F.col("a.triggered") - F.col("b.triggered")).alias("server_notifications"),
+        (F.col("a.zk_packets_received") - F.col("b.zk_packets_received")).alias("server_packets_received"))
+    fired = _count(events.where(F.col("kind") == "zk_watch_fired"), spans, "client_notifications", "converged_ns")
+    asked = _count(events.where(F.col("kind").isin("zk_read", "zk_write")), spans, "client_requests", "converged_ns")
+    out = (spans.join(fired, KEYS, "left").join(asked, KEYS, "left")
+           .fillna(0, subset=["client_notifications", "client_requests"]))
+    problem = (F.when(F.col("client_notifications") != F.col("server_notifications"),
+                      F.format_string("change %d: clients recorded %d watch notifications, the server triggered %d",
+                                      "change_index", "client_notifications", "server_notifications"))
+               .when(F.col("client_requests") > F.col("server_packets_received"),
+                     F.format_string("change %d: clients recorded %d ZooKeeper requests, the server received only "
+                                     "%d packets", "change_index", "client_requests", "server_packets_received")))
+    return out.withColumn("cross_check_problem", problem).drop("start_ns", "converged_ns")
