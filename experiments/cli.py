@@ -2,6 +2,11 @@
 
 Subcommands (argparse, one module each):
 
+- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile quick|full] [--out DIR] [--master URL]`:
+  an experiment's grid of trials as a Spark job; writes DIR/summary.csv and Parquet results.
+- `reproduce [--profile quick|full]`: every experiment into a new run directory, then REPORT.md.
+- `report RUN_DIR`: re-render REPORT.md from a run's stored results, running nothing.
+
 - `doctor [--start] [--backend B]`: what this machine can run, and which
   ZooKeeper backend `auto` picks; `--start` also starts one server and reads it.
 - `zk up [--backend B] [--servers N] [--port P]`: a ZooKeeper (ensemble) to poke
@@ -28,10 +33,11 @@ from lab_cluster.errors import LabError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import assign, bench_cluster, bench_coordinator, bench_zk, cluster_up, consumers, doctor, zk_up
+    from . import assign, bench_cluster, bench_coordinator, bench_zk, cluster_up, consumers, doctor, run_cmd, zk_up
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run_cmd.add_parsers(sub)
     doctor.add_parser(sub)
     zk = sub.add_parser("zk", help="run a ZooKeeper server or ensemble")
     zk_sub = zk.add_subparsers(dest="zk_command", required=True, metavar="ZK_COMMAND")

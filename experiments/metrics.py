@@ -8,18 +8,27 @@ How the traces are cut (`change_windows`). The trial runner's `scenario`
 actor records each `change` (index, `join` or `leave`) and an `end`. A change's
 window runs from its `change` event to the next change (or `end`). Within it:
 
-| metric | how it is computed |
-| --- | --- |
-| `notifications_per_change` | consumers' `zk_watch_fired` events in the window |
-| `zk_requests_per_change` | consumers' `zk_read` + `zk_write` from the change until convergence |
-| `coordinator_requests_per_change` | the coordinators' `coordinator_request` events (every group API a consumer called) from the change until convergence |
-| `control_messages_per_change` | the sum of the three |
-| `rebalance_attempts` / `rebalance_failures` | consumers' `rebalance_begin` / (`rebalance_failed` or `consumer_failed`) in the window |
-| `owner_conflicts` | consumers' `owner_conflict` in the window |
-| `convergence_ms` | from the change to the last `assigned` in the window, if at the window's end every partition has exactly one owner (else null: not converged) |
-| `unowned_partition_s` / `double_owned_partition_s` | partition-seconds in the window with 0 / 2+ owners |
-| `view_divergence` | distinct membership views computed from in the window: ZooKeeper era, the `view` events' member lists; coordinator era, the leader's member list per generation (the largest count over generations) |
-| `zombie_commits_accepted` | accepted `commit`s for a partition the committer had lost (another consumer's ownership of it began later, or the committer owned it no more) |
+- `notifications_per_change`: consumers' `zk_watch_fired` events in the window;
+- `zk_requests_per_change`: consumers' `zk_read` + `zk_write` from the change
+  until convergence;
+- `coordinator_requests_per_change`: the coordinators' `coordinator_request`
+  events (every group API a consumer called) from the change until convergence;
+- `control_messages_per_change`: the sum of the three;
+- `rebalance_attempts` / `rebalance_failures`: consumers' `rebalance_begin` /
+  (`rebalance_failed` or `consumer_failed`) in the window;
+- `owner_conflicts`: consumers' `owner_conflict` in the window;
+- `convergence_ms`: from the change to the last `assigned` in the window, if
+  at the window's end every partition has exactly one owner (else null: the
+  change did not converge, and the trial fails);
+- `unowned_partition_s` / `double_owned_partition_s`: partition-seconds in
+  the window with 0 / 2+ owners;
+- `view_divergence`: distinct membership views assignments were computed from
+  until convergence: ZooKeeper era, the `view` events' member lists;
+  coordinator era, the leader's member list, per generation (the largest
+  count over the generations);
+- `zombie_commits_accepted`: accepted `commit`s for a partition the committer
+  had lost (another consumer's ownership of it began later, or the committer
+  owned it no more).
 
 Ownership (`ownership_segments`): a consumer owns a partition from its
 `assigned` event to its next `assigned`/`revoked` for it, or the end of its

@@ -152,8 +152,14 @@ class _Scenario:
         self.watch = GroupWatch(spec.design, spec.partitions)
         self.joiner: LabProcess | None = None
 
+    def progress(self, phase: str, done: int) -> None:
+        """Where the trial is, for the driver's progress bars (`progress.json` in the trial's directory)."""
+        total = 3 + len(self.spec.steps)
+        (self.dir / "progress.json").write_text(json.dumps({"phase": phase, "done": done, "total": total}))
+
     def run(self) -> None:
         spec = self.spec
+        self.progress("starting ZooKeeper", 0)
         zk = provision(servers=1)
         self.stack.callback(zk.close)
         self.environment.update(zk.describe())
@@ -161,6 +167,7 @@ class _Scenario:
         admin = KazooClient(hosts=zk.connect, timeout=10)
         admin.start(timeout=30)
         self.stack.callback(lambda: (admin.stop(), admin.close()))
+        self.progress("starting brokers", 1)
         brokers = [self._broker(i, zk.connect) for i in range(1, spec.brokers + 1)]
         create_topic(admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
         wait_for_metadata(admin, TOPIC, spec.partitions)
@@ -173,12 +180,15 @@ class _Scenario:
                                   ["--zk", zk.connect, "--topic", TOPIC, "--rate", str(spec.rate), "--trial-dir",
                                    str(self.dir), "--trial", spec.trial_id], self.dir / "proc" / "producer.log")
             self.stack.callback(producer.stop)
+        self.progress(f"forming a group of {spec.consumers}", 2)
         group = self._consumers("c", spec.consumers)
         members = [f"c{i + 1}" for i in range(spec.consumers)] if spec.consumers > 1 else ["c"]
         self._wait_converged(members, since_ns=0, what="the initial group")
         self.trace.record("converged", index=0, members=members)
         for index, step in enumerate(spec.steps, start=1):
+            self.progress(f"step {index}: {step}", 2 + index)
             members = self._step(index, step, members)
+        self.progress("stopping", 3 + len(spec.steps))
         self.trace.record("end")
         # the group stops as one (its host stops every consumer at once), before the cluster under it
         group.stop()

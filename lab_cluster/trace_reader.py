@@ -56,6 +56,25 @@ class Completeness:
     killed: list[str] = field(default_factory=list)
 
 
+def incomplete_trials(df: DataFrame) -> DataFrame:
+    """(trial, problem) for every trial of `df` that may not be analysed; the grouped form of `check_complete`."""
+    opened = df.where(F.col("kind") == "trace_open").select("trial", "actor").distinct()
+    closed = df.where(F.col("kind") == "trace_close").select("trial", "actor").distinct()
+    killed = (df.where((F.col("kind") == "fault") & (F.get_json_object("fields", "$.action") == "kill"))
+              .select("trial", F.get_json_object("fields", "$.target").alias("actor")).distinct())
+    unclosed = (opened.join(closed, ["trial", "actor"], "left_anti").join(killed, ["trial", "actor"], "left_anti")
+                .groupBy("trial").agg(F.array_join(F.array_sort(F.collect_list("actor")), ", ").alias("actors"))
+                .select("trial", F.format_string("the trace of %s was never closed (and no kill was recorded)",
+                                                 "actors").alias("problem")))
+    key = ["trial", "topic", "partition", "offset"]
+    produced = df.where(F.col("kind") == "produced").select(*key).distinct()
+    phantom = (df.where(F.col("kind") == "processed").select(*key).join(produced, key, "left_anti")
+               .groupBy("trial").count()
+               .select("trial", F.format_string("%d processed message(s) were never produced", "count")
+                       .alias("problem")))
+    return unclosed.unionByName(phantom)
+
+
 def check_complete(df: DataFrame, max_examples: int = 5) -> Completeness:
     opened = df.where(F.col("kind") == "trace_open").select("actor").distinct()
     closed = df.where(F.col("kind") == "trace_close").select("actor").distinct()

@@ -1,0 +1,206 @@
+"""The Spark harness: a grid of trials as a Spark job, their traces reduced to metrics with Spark SQL.
+
+1. `run_grid` makes the grid of `TrialSpec`s a DataFrame with one partition
+   per trial; `mapInPandas` runs each partition's trial on whichever executor
+   gets it (`local[*]` by default, any `--master`). Each task takes a machine
+   slot first (`slots.py`: timing-sensitive trials do not share a machine unless
+   the user raises `trials_per_machine`), runs the trial into the run
+   directory (`store.py`) and returns its `TrialResult` as one row.
+2. `analyse` reads every trial's traces back as one DataFrame and computes the
+   metrics (`metrics.py`) for the trials that ran to the end, checks each one's
+   traces are complete and that the clients' ZooKeeper counts agree with the
+   server's, and writes `results/*.parquet` and `summary.csv`. A trial is `ok`
+   only if it ran to the end, its traces are complete, the cross-check agrees
+   and every change converged; otherwise it is `failed` with the reasons, and
+   its metrics are not reported as results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
+
+from . import metrics, store
+from .slots import machine_slot
+from .trial import TrialSpec, run_trial
+
+GRID_SCHEMA = StructType([
+    StructField("experiment", StringType()), StructField("design", StringType()),
+    StructField("consumers", LongType()), StructField("partitions", LongType()),
+    StructField("rate", DoubleType()), StructField("seed", LongType()), StructField("repetition", LongType()),
+    StructField("overrides", StringType()), StructField("steps", StringType()),
+    StructField("converge_limit_s", DoubleType()), StructField("settle_s", DoubleType()),
+    StructField("brokers", LongType()), StructField("trial", StringType()),
+])
+RESULT_SCHEMA = StructType([
+    StructField("trial", StringType()), StructField("status", StringType()), StructField("reason", StringType()),
+    StructField("trial_dir", StringType()), StructField("wall_s", DoubleType()),
+    StructField("environment", StringType()),
+])
+IDENTITY = ["experiment", "design", "consumers", "partitions", "seed", "repetition", "change", "change_index",
+            "members_before", "members_after"]
+METRICS = ["notifications_per_change", "zk_requests_per_change", "coordinator_requests_per_change",
+           "control_messages_per_change", "rebalance_attempts", "rebalance_failures", "owner_conflicts",
+           "convergence_ms", "unowned_partition_s", "double_owned_partition_s", "view_divergence",
+           "duplicates", "gaps", "zombie_commits_accepted"]
+CHECKS = ["server_notifications", "client_notifications", "server_packets_received", "client_requests"]
+SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",
+                   "zk_backend", "zk_version", "trial", "wall_s"]
+
+
+def _trial_location(run_uri: str, trial: str) -> tuple[Path, str | None]:
+    """Where a trial writes (a local dir) and, for a remote run, where that dir is published."""
+    local = store.local_path(run_uri)
+    if local is not None:
+        return local / "trials" / trial, None
+    return Path(tempfile.mkdtemp(prefix=f"lab-{trial}-")), store.join(run_uri, "trials", trial)
+
+
+def _run_trials(batches, run_uri: str, trials_per_machine: int):
+    """The Spark task: run each trial of this partition (one, by construction) and yield its result row."""
+    for batch in batches:
+        for row in batch.to_dict("records"):
+            spec = TrialSpec.from_row(row)
+            local_dir, remote = _trial_location(run_uri, spec.trial_id)
+            with machine_slot(trials_per_machine):
+                result = run_trial(spec, local_dir)
+            if remote:
+                store.publish(local_dir, remote)
+                result.trial_dir = remote
+            yield pd.DataFrame([{"trial": result.trial, "status": result.status, "reason": result.reason,
+                                 "trial_dir": result.trial_dir, "wall_s": float(result.wall_s),
+                                 "environment": json.dumps(result.environment)}])
+
+
+def grid_frame(spark: SparkSession, specs: list[TrialSpec]) -> DataFrame:
+    rows = [{**s.as_row(), "trial": s.trial_id} for s in specs]
+    if len({r["trial"] for r in rows}) != len(rows):
+        raise ValueError("two trial specs of one grid have the same identity")
+    rdd = spark.sparkContext.parallelize([tuple(r[f.name] for f in GRID_SCHEMA.fields) for r in rows],
+                                         max(1, len(rows)))
+    return spark.createDataFrame(rdd, GRID_SCHEMA)
+
+
+def run_grid(spark: SparkSession, specs: list[TrialSpec], run_uri: str, *, trials_per_machine: int = 1,
+             on_progress: Callable[[dict[str, dict]], None] | None = None) -> pd.DataFrame:
+    """Run every trial as a Spark task; returns the trials' results (one row each)."""
+    local = store.local_path(run_uri)
+    if local is not None:
+        local.mkdir(parents=True, exist_ok=True)
+        (local / "grid.json").write_text(json.dumps([s.as_row() for s in specs], indent=1) + "\n")
+    grid = grid_frame(spark, specs).drop("trial")
+    job = grid.mapInPandas(lambda it: _run_trials(it, run_uri, trials_per_machine), RESULT_SCHEMA)
+    outcome: dict = {}
+
+    def collect():
+        try:
+            outcome["rows"] = job.toPandas()
+        except BaseException as exc:  # surfaced in the driver's thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=collect, name="spark-grid", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.5)
+        if on_progress and local is not None:
+            on_progress(_read_progress(local, specs))
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["rows"]
+
+
+def _read_progress(run_dir: Path, specs: list[TrialSpec]) -> dict[str, dict]:
+    found = {}
+    for spec in specs:
+        try:
+            found[spec.trial_id] = json.loads((run_dir / "trials" / spec.trial_id / "progress.json").read_text())
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: pd.DataFrame) -> pd.DataFrame:
+    """Metrics of every trial that ran to the end; writes results/*.parquet and summary.csv; returns the summary."""
+    ran = results[results["status"] == "ok"]["trial"].tolist()
+    events = spark.read.schema(TRACE_SCHEMA).json(store.join(run_uri, "trials", "*", "traces", "*.jsonl"))
+    events = events.where(F.col("trial").isin(ran)) if ran else events.limit(0)
+    problems = [incomplete_trials(events),
+                metrics.cross_check(events).where(F.col("cross_check_problem").isNotNull())
+                .select("trial", F.col("cross_check_problem").alias("problem"))]
+    changes = metrics.change_metrics(events)
+    problems.append(changes.where(~F.col("converged")).select(
+        "trial", F.format_string("change %d (%s) did not converge: some partition has no owner or two at the "
+                                 "window's end", "change_index", "change").alias("problem")))
+    checks = metrics.cross_check(events).drop("cross_check_problem")
+    per_change = changes.join(checks, metrics.KEYS, "left").toPandas()
+    per_trial = metrics.trial_metrics(events).toPandas()
+    problem_rows = problems[0].unionByName(problems[1]).unionByName(problems[2]).toPandas()
+
+    grid = pd.DataFrame([{**s.as_row(), "trial": s.trial_id} for s in specs])
+    trials = grid.merge(results, on="trial", how="left").merge(per_trial, on="trial", how="left")
+    for trial, group in problem_rows.groupby("trial"):
+        mask = trials["trial"] == trial
+        trials.loc[mask, "status"] = "failed"
+        trials.loc[mask, "reason"] = "; ".join(sorted(group["problem"]))
+    env = trials["environment"].fillna("{}").map(json.loads)
+    trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
+    trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
+    summary = trials.merge(per_change, on="trial", how="left")
+    for column in SUMMARY_COLUMNS:
+        if column not in summary:
+            summary[column] = None
+    summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "design", "consumers", "seed", "repetition",
+                                                    "change_index"], na_position="last")
+    _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), consumer_configs(events))
+    return summary.reset_index(drop=True)
+
+
+def consumer_configs(events: DataFrame) -> dict[str, dict]:
+    """{design: config} as the consumers recorded it at start (one consumer per design; all of a design share it)."""
+    first = (events.where(F.col("kind").isin(*metrics.CONSUMER_MARKERS))
+             .groupBy("design").agg(F.min_by(metrics.field("config"), "ts_ns").alias("config")).collect())
+    return {row.design: json.loads(row.config) for row in first if row.config}
+
+
+def _write(spark: SparkSession, run_uri: str, summary: pd.DataFrame, per_change: pd.DataFrame,
+           trials: pd.DataFrame, configs: dict) -> None:
+    local = store.local_path(run_uri)
+    tables = {"changes": per_change, "trials": trials}
+    if local is not None:
+        (local / "results").mkdir(parents=True, exist_ok=True)
+        for name, table in tables.items():
+            table.to_parquet(local / "results" / f"{name}.parquet", index=False)
+        summary.to_csv(local / "summary.csv", index=False, float_format="%.6g")
+        (local / "configs.json").write_text(json.dumps(configs, indent=1, sort_keys=True) + "\n")
+        return
+    for name, table in tables.items():
+        spark.createDataFrame(table.astype(str)).write.mode("overwrite").parquet(
+            store.join(run_uri, "results", f"{name}.parquet"))
+    spark.createDataFrame(summary.astype(str)).coalesce(1).write.mode("overwrite").option("header", True).csv(
+        store.join(run_uri, "summary_csv"))
+
+
+def environment(spark: SparkSession, summary: pd.DataFrame, profile: str, command: str) -> dict:
+    """What the report's environment section says: recorded once per run, in environment.json."""
+    from .bench_zk import machine
+
+    backends = sorted({str(b) for b in summary["zk_backend"].dropna()})
+    versions = sorted({str(v) for v in summary["zk_version"].dropna()})
+    return {"date": datetime.now(UTC).isoformat(timespec="seconds"), "profile": profile, "command": command,
+            "zk_backend": ", ".join(backends) or "unknown", "zk_version": ", ".join(versions) or "unknown",
+            "spark_version": spark.version, "spark_master": spark.sparkContext.master,
+            "python_version": platform.python_version(), "platform": platform.platform(),
+            "machine": machine(), "cpu_count": os.cpu_count()}

@@ -1,0 +1,108 @@
+"""The herd experiment: how does the cost of one membership change grow with the group size N?
+
+For each design and each N: a stable group of N, then one consumer joins,
+then it leaves gracefully. Each change is measured from the traces
+(`metrics.py`). The finding it exists to show, checked by `findings()` (and by
+`pytest -m herd`):
+
+- ZooKeeper era: every consumer holds a watch on `/consumers/<g>/ids`, so every
+  change notifies every consumer (notifications >= N, growing with N), and
+  every consumer then rebalances on its own, re-reading the whole membership
+  (`legacy_zk/rebalance.py: read_view` reads each member's registration), so
+  ZooKeeper requests per change grow faster than linearly (a positive
+  quadratic term);
+- coordinator era: consumers hold no ZooKeeper session, so they receive no
+  notification at all; each member makes a bounded number of requests to the
+  coordinator per change (Heartbeat, OffsetCommit, JoinGroup, SyncGroup), so
+  control messages per change grow at most linearly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .trial import TrialSpec
+
+NAME = "herd"
+QUESTION = ("How do notifications, ZooKeeper load, rebalance attempts and convergence grow with the group size N "
+            "for one join and one leave?")
+PROFILES = {
+    # N values, partitions (fixed across N so that only N varies), producer rate per partition
+    "quick": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
+    "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
+}
+DESIGNS = ("legacy", "modern")
+#: "At most linearly": the log-log slope of control messages against N, with room for the noise of
+#: heartbeats that happen to fall inside a convergence window.
+LINEAR_SLOPE_LIMIT = 1.2
+
+
+def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+         partitions: int | None = None, seeds: int = 1) -> list[TrialSpec]:
+    p = PROFILES[profile]
+    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed)
+            for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds)]
+
+
+@dataclass
+class Finding:
+    claim: str
+    holds: bool
+    evidence: str
+
+
+def loglog_slope(ns, values) -> float:
+    """Least-squares slope of log(value) against log(N): 1 is linear, 2 quadratic."""
+    ns, values = np.asarray(ns, float), np.asarray(values, float)
+    keep = values > 0
+    if keep.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(ns[keep]), np.log(values[keep]), 1)[0])
+
+
+def quadratic_term(ns, values) -> float:
+    """The N^2 coefficient of a least-squares quadratic fit (> 0: growth faster than linear)."""
+    if len(set(ns)) < 3:
+        return float("nan")
+    return float(np.polyfit(np.asarray(ns, float), np.asarray(values, float), 2)[0])
+
+
+def per_n(summary: pd.DataFrame, design: str, change: str, metric: str) -> pd.Series:
+    rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.change == change)
+                   & (summary.status == "ok")]
+    return rows.groupby("consumers")[metric].mean().sort_index()
+
+
+def findings(summary: pd.DataFrame) -> list[Finding]:
+    """The qualitative finding, checked on a run's summary (needs at least three values of N per design)."""
+    out = []
+    for change in ("join", "leave"):
+        told = per_n(summary, "legacy", change, "notifications_per_change")
+        ok = len(told) >= 3 and all(told.loc[n] >= n for n in told.index) and told.is_monotonic_increasing
+        out.append(Finding(f"ZooKeeper era, {change}: every consumer is notified (notifications >= N, growing "
+                           "with N)", ok, _series(told)))
+        zk = per_n(summary, "legacy", change, "zk_requests_per_change")
+        c = quadratic_term(zk.index, zk.values)
+        out.append(Finding(f"ZooKeeper era, {change}: ZooKeeper requests grow faster than linearly in N (the cost "
+                           "of one more member grows with N: a positive N² term)",
+                           bool(c > 0), f"{_series(zk)}; quadratic term {c:.3g}, log-log slope "
+                                        f"{loglog_slope(zk.index, zk.values):.2f}"))
+        quiet = per_n(summary, "modern", change, "notifications_per_change")
+        modern_zk = per_n(summary, "modern", change, "zk_requests_per_change")
+        out.append(Finding(f"Coordinator era, {change}: consumers receive no ZooKeeper notification and make no "
+                           "ZooKeeper request", len(quiet) >= 3 and (quiet == 0).all() and (modern_zk == 0).all(),
+                           f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
+        control = per_n(summary, "modern", change, "control_messages_per_change")
+        slope = loglog_slope(control.index, control.values)
+        linear = len(control) >= 3 and slope <= LINEAR_SLOPE_LIMIT
+        out.append(Finding(f"Coordinator era, {change}: control messages per change grow at most linearly "
+                           f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
+                           f"{_series(control)}; log-log slope {slope:.2f}"))
+    return out
+
+
+def _series(s: pd.Series) -> str:
+    return ", ".join(f"N={n}: {v:,.0f}" for n, v in s.items()) or "no successful trial"

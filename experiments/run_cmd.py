@@ -1,0 +1,169 @@
+"""`run EXPERIMENT`, `reproduce` and `report RUN_DIR`: the lab's main job.
+
+- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile quick|full] [--out DIR] [--master URL]
+  [--trials-per-machine K]`: the experiment's grid as a Spark job, a progress bar per trial, a results
+  table at the end; writes `DIR/summary.csv`, `DIR/results/*.parquet`, `DIR/environment.json`.
+- `reproduce [--profile quick|full]`: every experiment into a new run directory under `runs/`, then
+  REPORT.md rendered from it.
+- `report RUN_DIR [--out REPORT.md]`: re-render REPORT.md from stored results, running nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lab_cluster.errors import LabError
+
+from . import herd, store
+
+EXPERIMENTS = {herd.NAME: herd}
+
+
+def add_parsers(sub) -> None:
+    run = sub.add_parser("run", help="run one experiment's grid of trials on Spark and store the results")
+    run.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    _grid_options(run)
+    run.add_argument("--designs", default="legacy,modern", help="comma-separated: legacy, modern")
+    run.add_argument("--consumers", help="comma-separated group sizes (default: the profile's)")
+    run.add_argument("--partitions", type=int, help="partitions of the topic (default: the profile's)")
+    run.add_argument("--seeds", type=int, default=1, help="repetitions of each trial")
+    run.add_argument("--out", help="run directory or URI (default: runs/<time>-<experiment>-<profile>)")
+    run.set_defaults(run=run_experiment)
+    reproduce = sub.add_parser("reproduce", help="run every experiment and render REPORT.md")
+    _grid_options(reproduce)
+    reproduce.add_argument("--out", help="run directory (default: runs/<time>-reproduce-<profile>)")
+    reproduce.add_argument("--report", default="REPORT.md", help="where to write the report")
+    reproduce.set_defaults(run=run_reproduce)
+    report = sub.add_parser("report", help="re-render REPORT.md from a run's stored results")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--out", default="REPORT.md")
+    report.set_defaults(run=run_report)
+
+
+def _grid_options(p) -> None:
+    p.add_argument("--profile", choices=["quick", "full"], default="quick")
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--trials-per-machine", type=int, default=1,
+                   help="timing-sensitive trials allowed at once per machine (default 1)")
+
+
+def _int_list(text: str | None, what: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise LabError(f"{what} {text!r} is not a comma-separated list of integers.", f"Example: {what} 2,4,8.") \
+            from None
+    if not values or min(values) < 1:
+        raise LabError(f"{what} {text!r} must list positive integers.", f"Example: {what} 2,4,8.")
+    return values
+
+
+def _designs(text: str) -> tuple[str, ...]:
+    designs = tuple(d.strip() for d in text.split(",") if d.strip())
+    unknown = [d for d in designs if d not in herd.DESIGNS]
+    if not designs or unknown:
+        raise LabError(f"--designs {text!r}: unknown design(s) {unknown}.", "Use legacy, modern or legacy,modern.")
+    return designs
+
+
+def _new_run_dir(label: str) -> str:
+    return str(Path("runs") / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{label}")
+
+
+def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine: int, profile: str):
+    """Run `specs` on Spark with a progress bar per trial, analyse, record the environment; returns the summary."""
+    from lab_cluster.spark import local_session
+
+    from .harness import analyse, environment, run_grid
+
+    console = Console()
+    spark = local_session(master)
+    console.print(f"[bold]{len(specs)} trials[/] on Spark {spark.version} ({master}), "
+                  f"{trials_per_machine} at a time per machine -> {run_uri}")
+    with Progress(TextColumn("{task.description}", justify="left"), BarColumn(), TextColumn("{task.fields[phase]}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        bars = {s.trial_id: progress.add_task(s.trial_id, total=3 + len(s.steps), phase="waiting", start=False)
+                for s in specs}
+
+        def show(states: dict[str, dict]) -> None:
+            for trial, state in states.items():
+                progress.start_task(bars[trial])
+                progress.update(bars[trial], completed=state["done"], phase=state["phase"])
+
+        results = run_grid(spark, specs, run_uri, trials_per_machine=trials_per_machine, on_progress=show)
+        for row in results.itertuples():
+            progress.update(bars[row.trial], completed=3 + len(specs[0].steps),
+                            phase=row.status if row.status == "ok" else f"FAILED: {row.reason[:60]}")
+    console.print("analysing the traces with Spark SQL ...")
+    summary = analyse(spark, run_uri, specs, results)
+    local = store.local_path(run_uri)
+    if local is not None:
+        env = environment(spark, summary, profile, "python -m experiments " + shlex.join(sys.argv[1:]))
+        (local / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
+    _print_table(console, summary)
+    return summary
+
+
+def _print_table(console: Console, summary) -> None:
+    table = Table(title="per change (DESIGN.md §4)")
+    columns = [("design", "design"), ("consumers", "N"), ("change", "change"), ("status", "status"),
+               ("notifications_per_change", "notif."), ("zk_requests_per_change", "ZK req."),
+               ("coordinator_requests_per_change", "coord. req."), ("rebalance_attempts", "attempts"),
+               ("owner_conflicts", "conflicts"), ("convergence_ms", "conv. ms"),
+               ("unowned_partition_s", "unowned p-s")]
+    for _, label in columns:
+        table.add_column(label)
+    for row in summary.itertuples():
+        table.add_row(*[_fmt(getattr(row, c)) for c, _ in columns])
+    console.print(table)
+    failed = summary[summary.status != "ok"].drop_duplicates("trial")
+    for row in failed.itertuples():
+        console.print(f"[red]failed[/] {row.trial}: {row.reason}")
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "–" if v != v else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
+    return str(v)
+
+
+def run_experiment(args) -> int:
+    experiment = EXPERIMENTS[args.experiment]
+    specs = experiment.grid(args.profile, _designs(args.designs), _int_list(args.consumers, "--consumers"),
+                            args.partitions, args.seeds)
+    out = args.out or _new_run_dir(f"{args.experiment}-{args.profile}")
+    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile)
+    Console().print(f"results: {out}/summary.csv")
+    return 0 if (summary.status == "ok").all() else 1
+
+
+def run_reproduce(args) -> int:
+    from .report import render
+
+    specs = [spec for experiment in EXPERIMENTS.values() for spec in experiment.grid(args.profile)]
+    out = args.out or _new_run_dir(f"reproduce-{args.profile}")
+    if store.local_path(out) is None:
+        raise LabError(f"reproduce renders REPORT.md from {out}, which must be a local directory.",
+                       "Give --out a local path, or use `run` for a remote results location.")
+    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile)
+    report = render(Path(out), Path(args.report))
+    Console().print(f"results: {out}; report: {report}")
+    return 0 if (summary.status == "ok").all() else 1
+
+
+def run_report(args) -> int:
+    from .report import render
+
+    report = render(args.run_dir, Path(args.out))
+    Console().print(f"rendered {report} from {args.run_dir}")
+    return 0

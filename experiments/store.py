@@ -1,0 +1,43 @@
+"""Where a run's results live: a local directory, or any URI that Spark and pyarrow can both write.
+
+A run directory holds (asv's separation of configuration, results and figures):
+
+    environment.json        the machine, Spark, Python, ZooKeeper backend and version, the profile
+    grid.json               the trial specs
+    trials/<trial>/         traces/*.jsonl, proc/*.log, progress.json of each trial
+    results/changes.parquet one row per (trial, change): every metric, the cross-check, the status
+    results/trials.parquet  one row per trial: status, reason, duplicates, gaps
+    summary.csv             the two joined, with the trial's identity: what REPORT.md is rendered from
+
+Trials write their traces on the machine that runs them. With a local path (or
+`file://`) they write straight into the run directory; with another URI
+(`hdfs://...`, `s3a://...`) a trial writes to a temp dir and its directory is
+copied to the URI with `pyarrow.fs` when it ends, where Spark reads it back.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+def local_path(uri: str) -> Path | None:
+    """The local path of `uri`, or None if it is remote."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme else uri)
+    return None
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *parts])
+
+
+def publish(local_dir: Path, uri: str) -> None:
+    """Copy a finished trial's directory to its place under a remote run URI."""
+    from pyarrow import fs
+
+    target, path = fs.FileSystem.from_uri(uri.replace("s3a://", "s3://", 1))
+    fs.copy_files(str(local_dir), path, source_filesystem=fs.LocalFileSystem(), destination_filesystem=target)
+    shutil.rmtree(local_dir, ignore_errors=True)
