@@ -19,6 +19,8 @@ Subcommands (argparse, one module each):
 - `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
 - `bench cluster [--out FILE]`: fetch, produce and trace-write throughput.
 - `bench coordinator [--out FILE]`: heartbeats/s one coordinator sustains, join-to-Stable time by group size.
+- `bench harness [--events N] [--out FILE]`: wall time of `reproduce --profile quick`, and the metrics job's
+  events/s on a synthetic trace of ten million events.
 
 A problem the user can fix is printed as one paragraph (no traceback) and the
 exit status is 2.
@@ -33,7 +35,18 @@ from lab_cluster.errors import LabError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import assign, bench_cluster, bench_coordinator, bench_zk, cluster_up, consumers, doctor, run_cmd, zk_up
+    from . import (
+        assign,
+        bench_cluster,
+        bench_coordinator,
+        bench_harness,
+        bench_zk,
+        cluster_up,
+        consumers,
+        doctor,
+        run_cmd,
+        zk_up,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -52,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_zk.add_parser(bench_sub)
     bench_cluster.add_parser(bench_sub)
     bench_coordinator.add_parser(bench_sub)
+    bench_harness.add_parser(bench_sub)
     return parser
 
 

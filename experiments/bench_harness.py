@@ -1,0 +1,141 @@
+"""`bench harness`: wall time of `reproduce --profile quick`, and the metrics job's throughput on 10M events.
+
+1. Runs `reproduce --profile quick` into a temp run directory (its report goes
+   there too, not over REPORT.md) and times it, end to end: every trial, the
+   analysis, the report.
+2. Generates a synthetic trace of `--events` events (default ten million) with
+   Spark, written as the trace files the lab writes (JSON lines, one file per
+   actor and trial: mostly `processed`, with ZooKeeper requests, watch
+   firings, rebalances and ownership changes mixed in, and the scenario's
+   changes), then times the whole metrics job on it (change metrics, trial
+   metrics, cross-check, completeness), each written to Parquet so that Spark
+   computes everything: events per second.
+
+Figures go to `--out` (default `benchmarks/harness.json`) with the machine. A
+benchmark, not a test: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
+
+from .bench_zk import machine
+
+ACTORS = 16
+TRIALS = 10
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("harness", help="reproduce wall time, and metrics throughput on a synthetic trace")
+    p.add_argument("--events", type=int, default=10_000_000)
+    p.add_argument("--skip-reproduce", action="store_true", help="only the analysis throughput")
+    p.add_argument("--master", default="local[*]")
+    p.add_argument("--out", default="benchmarks/harness.json")
+    p.set_defaults(run=run)
+
+
+def synthetic_events(spark, events: int):
+    """A DataFrame of `events` trace events over TRIALS trials and ACTORS consumers each, with TRACE_SCHEMA."""
+    from pyspark.sql import functions as F
+
+    per_trial = events // TRIALS
+    span_ns = 60 * 1_000_000_000  # each trial lasts a minute
+    ids = spark.range(events).select(
+        (F.col("id") % TRIALS).alias("t"), (F.col("id") / TRIALS).cast("long").alias("i"))
+    slot = F.col("i") % 1000
+    kind = (F.when(F.col("i") < ACTORS, "consumer_start")
+            .when(slot == 1, "zk_read").when(slot == 2, "zk_write").when(slot == 3, "zk_watch_fired")
+            .when(slot == 4, "rebalance_begin").when(slot == 5, "revoked").when(slot == 6, "assigned")
+            .when(slot == 7, "view").when(slot == 8, "commit").otherwise("processed"))
+    actor = F.concat(F.lit("c"), (F.col("i") % ACTORS).cast("string"))
+    partition = (F.col("i") % 32).cast("int")
+    partitions_json = F.format_string('{"partitions": [["t", %d]], "members": ["a"], "outcome": "accepted"}',
+                                      partition)
+    consumers = ids.select(
+        (F.lit(1_000_000_000) + F.col("i") * (span_ns // per_trial)).alias("ts_ns"), F.lit(0).cast("long")
+        .alias("wall_ms"), F.concat(F.lit("trial"), F.col("t").cast("string")).alias("trial"),
+        F.lit("legacy").alias("design"), actor.alias("actor"), kind.alias("kind"), F.lit("t").alias("topic"),
+        partition.alias("partition"), F.col("i").alias("offset"), F.lit(None).cast("string").alias("path"),
+        F.lit(None).cast("int").alias("generation"), F.lit(None).cast("string").alias("member"),
+        F.lit(None).cast("string").alias("error"), partitions_json.alias("fields"))
+    scenario_rows = []
+    for t in range(TRIALS):
+        trial = f"trial{t}"
+        scenario_rows.append((500_000_000, trial, "setup", '{"partitions": 32}', "t"))
+        for index in (1, 2):
+            at = index * span_ns // 3
+            counters = '{"zk_packets_received": 0, "zk_sum_node_children_watch_count": 0}'
+            scenario_rows.append((at - 1, trial, "zk_server_counters",
+                                  f'{{"index": {index}, "at": "before", "counters": {counters}}}', None))
+            scenario_rows.append((at, trial, "change", f'{{"index": {index}, "change": "join"}}', None))
+            scenario_rows.append((at + span_ns // 4, trial, "zk_server_counters",
+                                  f'{{"index": {index}, "at": "after", "counters": {counters}}}', None))
+        scenario_rows.append((span_ns + 2_000_000_000, trial, "end", None, None))
+    scenario = spark.createDataFrame(scenario_rows, "ts_ns long, trial string, kind string, fields string, "
+                                                    "topic string").select(
+        "ts_ns", F.lit(0).cast("long").alias("wall_ms"), "trial", F.lit("legacy").alias("design"),
+        F.lit("scenario").alias("actor"), "kind", "topic", F.lit(None).cast("int").alias("partition"),
+        F.lit(None).cast("long").alias("offset"), F.lit(None).cast("string").alias("path"),
+        F.lit(None).cast("int").alias("generation"), F.lit(None).cast("string").alias("member"),
+        F.lit(None).cast("string").alias("error"), "fields")
+    return consumers.unionByName(scenario)
+
+
+def analysis_throughput(spark, events: int, work: Path) -> dict:
+    from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
+
+    from . import metrics
+
+    traces = work / "traces"
+    synthetic_events(spark, events).repartition(16).write.mode("overwrite").json(str(traces))
+    t0 = time.perf_counter()
+    loaded = spark.read.schema(TRACE_SCHEMA).json(str(traces))
+    outputs = {"changes": metrics.change_metrics(loaded), "trials": metrics.trial_metrics(loaded),
+               "cross_check": metrics.cross_check(loaded), "incomplete": incomplete_trials(loaded)}
+    for name, frame in outputs.items():
+        frame.write.mode("overwrite").parquet(str(work / "out" / name))
+    seconds = time.perf_counter() - t0
+    return {"events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds)}
+
+
+def reproduce_wall_time(work: Path) -> dict:
+    command = [sys.executable, "-m", "experiments", "reproduce", "--profile", "quick", "--out", str(work / "run"),
+               "--report", str(work / "REPORT.md")]
+    t0 = time.perf_counter()
+    status = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    return {"command": "python -m experiments reproduce --profile quick", "exit_status": status,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def run(args) -> int:
+    from lab_cluster.spark import local_session
+
+    console = Console()
+    work = make_temp_dir("bench-harness")
+    doc = {"benchmark": "harness", "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine()}
+    try:
+        if not args.skip_reproduce:
+            console.print("timing reproduce --profile quick ...")
+            doc["reproduce_quick"] = reproduce_wall_time(work)
+            console.print(doc["reproduce_quick"])
+        spark = local_session(args.master)
+        doc["spark"] = {"version": spark.version, "master": args.master}
+        console.print(f"generating {args.events:,} synthetic events and timing the metrics job ...")
+        doc["analysis"] = analysis_throughput(spark, args.events, work)
+        console.print(doc["analysis"])
+    finally:
+        remove_temp_dir(work)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    console.print(f"written to {out}")
+    return 0

@@ -1,0 +1,120 @@
+"""The herd experiment end to end: a small grid on Spark, real ZooKeeper, brokers and consumer processes.
+
+`pytest -m herd` runs both designs at N = 4, 8, 16 (one join, one leave each)
+and asserts the finding (DESIGN §5): ZooKeeper-era notifications per change
+reach every consumer and its ZooKeeper requests grow faster than linearly;
+coordinator-era consumers get no notification and their control messages grow
+at most linearly. Then: `report RUN_DIR` renders the same REPORT.md twice from
+the same stored results; a trial whose consumers never converge, and one whose
+traces were cut, are reported as failed with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from experiments import herd
+from experiments.cli import main
+from experiments.harness import analyse, run_grid
+from experiments.trial import TrialSpec
+
+pytestmark = [pytest.mark.herd, pytest.mark.spark, pytest.mark.slow]
+
+NS = [4, 8, 16]
+
+
+@pytest.fixture(scope="module")
+def herd_run(spark, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("herd-run")
+    specs = herd.grid("quick", consumers=NS)
+    results = run_grid(spark, specs, str(run_dir))
+    summary = analyse(spark, str(run_dir), specs, results)
+    return run_dir, specs, summary
+
+
+def test_every_trial_ran_converged_and_passed_the_cross_check(herd_run):
+    _, specs, summary = herd_run
+    failed = summary[summary.status != "ok"]
+    assert failed.empty, failed[["trial", "reason"]].to_string()
+    assert len(summary) == 2 * len(specs)  # a join and a leave per trial
+    assert (summary.client_notifications == summary.server_notifications).all()
+    assert (summary.gaps == 0).all()  # graceful changes lose nothing
+
+
+def test_zookeeper_era_notifies_every_consumer_and_its_requests_grow_faster_than_linearly(herd_run):
+    summary = herd_run[2]
+    legacy = summary[summary.design == "legacy"]
+    for row in legacy.itertuples():
+        # a join tells the N members already there; a leave tells the N that stay (and the leaver itself)
+        assert row.notifications_per_change >= row.consumers, row
+    by_claim = {f.claim: f for f in herd.findings(summary)}
+    for change in ("join", "leave"):
+        told = herd.per_n(summary, "legacy", change, "notifications_per_change")
+        assert told.is_monotonic_increasing and told.iloc[-1] > told.iloc[0]
+        requests = herd.per_n(summary, "legacy", change, "zk_requests_per_change")
+        assert herd.quadratic_term(requests.index, requests.values) > 0, requests.to_dict()
+    assert all(f.holds for claim, f in by_claim.items() if claim.startswith("ZooKeeper era")), by_claim
+
+
+def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffic(herd_run):
+    summary = herd_run[2]
+    modern = summary[summary.design == "modern"]
+    assert (modern.notifications_per_change == 0).all()
+    assert (modern.zk_requests_per_change == 0).all()
+    assert (modern.coordinator_requests_per_change > 0).all()
+    assert (modern.view_divergence == 1).all()  # one leader computes each generation's assignment
+    for change in ("join", "leave"):
+        control = herd.per_n(summary, "modern", change, "control_messages_per_change")
+        assert herd.loglog_slope(control.index, control.values) <= herd.LINEAR_SLOPE_LIMIT, control.to_dict()
+    assert all(f.holds for f in herd.findings(summary) if f.claim.startswith("Coordinator era"))
+
+
+def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path, spark):
+    run_dir = herd_run[0]
+    from experiments.harness import environment
+
+    (run_dir / "environment.json").write_text(json.dumps(environment(spark, herd_run[2], "test", "pytest")))
+    first, second = tmp_path / "a" / "REPORT.md", tmp_path / "b" / "REPORT.md"
+    first.parent.mkdir()
+    second.parent.mkdir()
+    assert main(["report", str(run_dir), "--out", str(first)]) == 0
+    assert main(["report", str(run_dir), "--out", str(second)]) == 0
+    text = first.read_text()
+    assert text == second.read_text()
+    assert "## Herd" in text and "❌" not in text
+    assert (first.parent / "report" / "figures" / "herd.png").stat().st_size > 10_000
+    # every N of the run appears in the results tables
+    for n in NS:
+        assert f"| {n} |" in text
+
+
+def test_a_trace_cut_short_fails_its_trial_with_the_reason(herd_run, spark, tmp_path):
+    run_dir, specs, _ = herd_run
+    spec = specs[0]
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir / "trials" / spec.trial_id, copy / "trials" / spec.trial_id)
+    trace = copy / "trials" / spec.trial_id / "traces" / "c1.jsonl"
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))  # drop its trace_close
+    results = pd.DataFrame([{"trial": spec.trial_id, "status": "ok", "reason": "", "trial_dir": "", "wall_s": 0.0,
+                             "environment": "{}"}])
+    summary = analyse(spark, str(copy), [spec], results)
+    assert set(summary.status) == {"failed"}
+    assert "the trace of c1 was never closed" in summary.reason.iloc[0]
+
+
+def test_a_group_that_never_converges_fails_its_trial_with_the_reason(spark, tmp_path):
+    # A session timeout the client accepts but below the coordinator's group.min.session.timeout.ms (6000):
+    # every JoinGroup is refused with INVALID_SESSION_TIMEOUT, so the group never forms.
+    spec = TrialSpec("herd", "modern", consumers=2, partitions=4,
+                     overrides=("session.timeout.ms=4000", "heartbeat.interval.ms=1000"),
+                     converge_limit_s=15)
+    results = run_grid(spark, [spec], str(tmp_path))
+    assert results.status.tolist() == ["failed"]
+    reason = results.reason.iloc[0]
+    assert "the initial group did not converge within 15 s" in reason
+    summary = analyse(spark, str(tmp_path), [spec], results)
+    assert summary.status.tolist() == ["failed"] and summary.notifications_per_change.isna().all()

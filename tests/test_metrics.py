@@ -1,0 +1,179 @@
+"""The metrics of DESIGN §4, computed in Spark on small synthetic traces whose answers are known by construction.
+
+Each trial below is written as trace files exactly as `TraceRecorder` writes
+them (one JSON line per event, `trace_open` ... `trace_close`), with
+timestamps in whole tenths of a second so the expected figures can be worked
+out by hand next to the events.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import metrics
+from lab_cluster.trace_reader import incomplete_trials, load_traces
+
+pytestmark = pytest.mark.spark
+
+S = 1_000_000_000  # ns per second
+
+
+def _write(trial_dir, trial: str, actor: str, events: list[tuple], design="legacy", close=True):
+    """events: (seconds, kind, {column or field: value})."""
+    path = trial_dir / "traces" / f"{actor}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    rows = [(0.0, "trace_open", {})] + events + ([(99.0, "trace_close", {})] if close else [])
+    for seconds, kind, values in rows:
+        top = {k: v for k, v in values.items() if k in ("topic", "partition", "offset", "path", "generation",
+                                                         "member", "error")}
+        extra = {k: v for k, v in values.items() if k not in top}
+        event = {"ts_ns": int(round(seconds * S)), "wall_ms": 0, "trial": trial, "design": design, "actor": actor,
+                 "kind": kind, **top}
+        if extra:
+            event["fields"] = json.dumps(extra)
+        lines.append(json.dumps(event))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _counters(children: int, packets: int) -> dict:
+    return {"counters": {"zk_packets_received": packets, "zk_sum_node_children_watch_count": children,
+                         "zk_sum_node_created_watch_count": 0, "zk_sum_node_deleted_watch_count": 0,
+                         "zk_sum_node_changed_watch_count": 0}}
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    root = tmp_path_factory.mktemp("synthetic")
+    # -- trial "join": c1 owns both partitions; c2 joins at 10 s; handover ends at 12 s --------------
+    a = root / "join"
+    _write(a, "join", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 2}),
+        (9.9, "zk_server_counters", {"index": 1, "at": "before", **_counters(10, 100)}),
+        (10.0, "change", {"index": 1, "change": "join", "members_before": 1, "members_after": 2}),
+        (14.0, "zk_server_counters", {"index": 1, "at": "after", **_counters(11, 120)}),
+        (15.0, "end", {})])
+    _write(a, "join", "c1", [
+        (0.6, "consumer_start", {"config": {"group.id": "g"}}),
+        (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]]}),
+        (10.1, "zk_watch_fired", {"path": "/consumers/g/ids"}),
+        (10.3, "zk_read", {"op": "getChildren"}), (10.3, "zk_read", {"op": "getData"}),
+        (10.4, "view", {"members": ["a", "b"]}),
+        (10.5, "revoked", {"partitions": [["t", 0], ["t", 1]]}),
+        (10.5, "rebalance_begin", {"attempt": 1}),
+        (10.7, "view", {"members": ["a"]}),  # a stale read: a second view in this round
+        (11.0, "assigned", {"partitions": [["t", 0]]}),
+        (13.0, "zk_read", {"op": "getData"})])  # after convergence: not part of the change's cost
+    _write(a, "join", "c2", [
+        (10.05, "consumer_start", {"config": {"group.id": "g"}}),
+        (10.2, "zk_read", {"op": "getChildren"}), (10.2, "zk_write", {"op": "create"}),
+        (10.2, "zk_read", {"op": "getData"}),
+        (10.3, "rebalance_begin", {"attempt": 1}),
+        (10.4, "view", {"members": ["a", "b"]}),
+        (10.6, "owner_conflict", {"topic": "t", "partition": 1}),
+        (10.6, "rebalance_begin", {"attempt": 2}),
+        (12.0, "assigned", {"partitions": [["t", 1]]})])
+    _write(a, "join", "producer", [(1.0 + i / 10, "produced", {"topic": "t", "partition": 0, "offset": i})
+                                   for i in range(3)], design="cluster")
+    _write(a, "join", "c1b", [], design="cluster")  # not a consumer (no consumer_start): ignored
+    # -- trial "zombie": c1 never lets go of partition 0; c2 takes it at 6 s -------------------------
+    b = root / "zombie"
+    _write(b, "zombie", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 1}),
+        (4.9, "zk_server_counters", {"index": 1, "at": "before", **_counters(0, 50)}),
+        (5.0, "change", {"index": 1, "change": "leave", "members_before": 2, "members_after": 1}),
+        (19.0, "zk_server_counters", {"index": 1, "at": "after", **_counters(3, 60)}),
+        (20.0, "end", {})])
+    _write(b, "zombie", "c1", [
+        (0.6, "consumer_config", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 0]]}),
+        (8.0, "commit", {"topic": "t", "partition": 0, "offset": 6, "outcome": "accepted"}),  # a zombie's commit
+        (8.5, "commit", {"topic": "t", "partition": 0, "offset": 6, "outcome": "fenced"}),   # refused: not counted
+        *[(1.0 + i / 10, "processed", {"topic": "t", "partition": 0, "offset": i}) for i in range(6)]],
+        design="modern")
+    _write(b, "zombie", "c2", [
+        (0.6, "consumer_config", {"config": {}}),
+        (6.0, "assigned", {"partitions": [["t", 0]]}),
+        (9.0, "commit", {"topic": "t", "partition": 0, "offset": 8, "outcome": "accepted"}),
+        *[(7.0 + i / 10, "processed", {"topic": "t", "partition": 0, "offset": o})
+          for i, o in enumerate([4, 5, 6, 7, 9])]], design="modern")
+    _write(b, "zombie", "producer", [(0.7, "produced", {"topic": "t", "partition": 0, "offset": i})
+                                     for i in range(12)], design="cluster")
+    # -- trial "cut": a trace that was never closed, and a message nobody produced -----------------
+    c = root / "cut"
+    _write(c, "cut", "c1", [(1.0, "consumer_start", {}),
+                            (2.0, "processed", {"topic": "t", "partition": 0, "offset": 7})], close=False)
+    _write(c, "cut", "producer", [(0.7, "produced", {"topic": "t", "partition": 0, "offset": 0})])
+    return root
+
+
+@pytest.fixture(scope="module")
+def events(spark, traces):
+    return load_traces(spark, traces / "*")
+
+
+@pytest.fixture(scope="module")
+def changes(events):
+    return {r.trial: r.asDict() for r in metrics.change_metrics(events).collect()}
+
+
+def test_counts_per_change(changes):
+    join = changes["join"]
+    assert join["notifications_per_change"] == 1
+    # from the change until the last assignment (12 s): c2's 3 + c1's 2; c1's read at 13 s comes after
+    assert join["zk_requests_per_change"] == 5
+    assert join["coordinator_requests_per_change"] == 0
+    assert join["control_messages_per_change"] == 6
+    assert join["rebalance_attempts"] == 3
+    assert join["owner_conflicts"] == 1
+    assert join["rebalance_failures"] == 0
+
+
+def test_convergence_and_unowned_time(changes):
+    join = changes["join"]
+    assert join["converged"] is True
+    assert join["convergence_ms"] == pytest.approx(2000.0)  # change at 10 s, last assignment at 12 s
+    # partition 0 unowned 10.5-11.0, partition 1 unowned 10.5-12.0
+    assert join["unowned_partition_s"] == pytest.approx(2.0)
+    assert join["double_owned_partition_s"] == pytest.approx(0.0)
+
+
+def test_view_divergence(changes):
+    assert changes["join"]["view_divergence"] == 2  # [a, b] twice and the stale [a]
+
+
+def test_double_ownership_and_zombie_commits(changes):
+    zombie = changes["zombie"]
+    # c1 owns partition 0 to the end of its trace (99 s), c2 from 6 s: two owners from 6 s to the window's end, 20 s
+    assert zombie["double_owned_partition_s"] == pytest.approx(14.0)
+    assert zombie["unowned_partition_s"] == pytest.approx(0.0)
+    assert zombie["zombie_commits_accepted"] == 1  # c1's accepted commit at 8 s; its fenced one and c2's do not count
+    assert zombie["converged"] is False and zombie["convergence_ms"] is None
+
+
+def test_duplicates_and_gaps(events):
+    per_trial = {r.trial: r for r in metrics.trial_metrics(events).collect()}
+    zombie = per_trial["zombie"]
+    assert zombie.duplicates == 2  # offsets 4 and 5, processed by both
+    assert zombie.gaps == 1  # offset 8: below the highest processed (9), never processed; 10 and 11 are not gaps
+    assert zombie.messages_produced == 12
+
+
+def test_cross_check(events):
+    checks = {r.trial: r for r in metrics.cross_check(events).collect()}
+    assert checks["join"].client_notifications == checks["join"].server_notifications == 1
+    assert checks["join"].client_requests == 6  # every request between the two snapshots, 13 s included
+    assert checks["join"].cross_check_problem is None
+    assert checks["zombie"].server_notifications == 3
+    assert "clients recorded 0 watch notifications, the server triggered 3" in checks["zombie"].cross_check_problem
+
+
+def test_incomplete_trials(events):
+    problems = {}
+    for row in incomplete_trials(events).collect():
+        problems.setdefault(row.trial, []).append(row.problem)
+    assert set(problems) == {"cut"}
+    assert any("c1 was never closed" in p for p in problems["cut"])
+    assert any("1 processed message(s) were never produced" in p for p in problems["cut"])
