@@ -50,7 +50,7 @@ def add_parsers(sub) -> None:
 
 def _grid_options(p) -> None:
     p.add_argument("--profile", choices=["quick", "full"], default="quick")
-    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     p.add_argument("--trials-per-machine", type=int, default=1,
                    help="timing-sensitive trials allowed at once per machine (default 1)")
 
@@ -88,7 +88,7 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
 
     console = Console()
     spark = local_session(master)
-    console.print(f"[bold]{len(specs)} trials[/] on Spark {spark.version} ({master}), "
+    console.print(f"[bold]{len(specs)} trials[/] on Spark {spark.version} ({spark.sparkContext.master}), "
                   f"{trials_per_machine} at a time per machine -> {run_uri}")
     with Progress(TextColumn("{task.description}", justify="left"), BarColumn(), TextColumn("{task.fields[phase]}"),
                   TimeElapsedColumn(), console=console) as progress:

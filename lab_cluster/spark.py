@@ -15,16 +15,23 @@ from .cleanup import REAPER
 _session = None
 
 
-def local_session(master: str = "local[*]", app: str = "rebalance-lab"):
-    """The process's Spark session (created on first use, stopped at exit)."""
+def local_session(master: str | None = "local[*]", app: str = "rebalance-lab"):
+    """The process's Spark session (created on first use, stopped at exit).
+
+    `master=None` keeps the master `spark-submit` chose (its JVM is already up:
+    PYSPARK_GATEWAY_PORT is set), and is `local[*]` otherwise.
+    """
     global _session
     if _session is not None:
         return _session
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
     from pyspark.sql import SparkSession
 
-    _session = (SparkSession.builder.master(master).appName(app)
+    builder = SparkSession.builder.master(master) if master else SparkSession.builder
+    _session = (builder.appName(app)
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.driver.host", "127.0.0.1")
