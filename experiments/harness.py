@@ -136,7 +136,8 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     """Metrics of every trial that ran to the end; writes results/*.parquet and summary.csv; returns the summary."""
     ran = results[results["status"] == "ok"]["trial"].tolist()
     events = spark.read.schema(TRACE_SCHEMA).json(store.join(run_uri, "trials", "*", "traces", "*.jsonl"))
-    events = events.where(F.col("trial").isin(ran)) if ran else events.limit(0)
+    # cached: every metric below reads the same events, which would otherwise be parsed from JSON each time
+    events = (events.where(F.col("trial").isin(ran)) if ran else events.limit(0)).cache()
     problems = [incomplete_trials(events),
                 metrics.cross_check(events).where(F.col("cross_check_problem").isNotNull())
                 .select("trial", F.col("cross_check_problem").alias("problem"))]
@@ -146,6 +147,7 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
                                  "window's end", "change_index", "change").alias("problem")))
     checks = metrics.cross_check(events).drop("cross_check_problem")
     per_change = changes.join(checks, metrics.KEYS, "left").toPandas()
+    configs = consumer_configs(events)
     per_trial = metrics.trial_metrics(events).toPandas()
     problem_rows = problems[0].unionByName(problems[1]).unionByName(problems[2]).toPandas()
 
@@ -164,7 +166,8 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
             summary[column] = None
     summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "design", "consumers", "seed", "repetition",
                                                     "change_index"], na_position="last")
-    _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), consumer_configs(events))
+    events.unpersist()
+    _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), configs)
     return summary.reset_index(drop=True)
 
 

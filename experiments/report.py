@@ -180,6 +180,7 @@ def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:
         ax.set_xscale("log", base=2)
         if scale == "symlog":
             ax.set_yscale("symlog", linthresh=1)
+            ax.set_ylim(bottom=0)  # counts: nothing below zero to show
         else:
             ax.set_yscale("log")
         ax.set_title(title)

@@ -22,7 +22,7 @@ from experiments.cli import main
 from experiments.harness import analyse, run_grid
 from experiments.trial import TrialSpec
 
-pytestmark = [pytest.mark.herd, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.herd, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 NS = [4, 8, 16]
 
