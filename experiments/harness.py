@@ -89,8 +89,9 @@ def grid_frame(spark: SparkSession, specs: list[TrialSpec]) -> DataFrame:
     rows = [{**s.as_row(), "trial": s.trial_id} for s in specs]
     if len({r["trial"] for r in rows}) != len(rows):
         raise ValueError("two trial specs of one grid have the same identity")
-    rdd = spark.sparkContext.parallelize([tuple(r[f.name] for f in GRID_SCHEMA.fields) for r in rows],
-                                         max(1, len(rows)))
+    cast = {DoubleType(): float, LongType(): int, StringType(): str}
+    rdd = spark.sparkContext.parallelize([tuple(cast[f.dataType](r[f.name]) for f in GRID_SCHEMA.fields)
+                                          for r in rows], max(1, len(rows)))
     return spark.createDataFrame(rdd, GRID_SCHEMA)
 
 
