@@ -38,6 +38,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("harness", help="reproduce wall time, and metrics throughput on a synthetic trace")
     p.add_argument("--events", type=int, default=10_000_000)
     p.add_argument("--skip-reproduce", action="store_true", help="only the analysis throughput")
+    p.add_argument("--skip-analysis", action="store_true", help="only the reproduce wall time")
     p.add_argument("--master", default="local[*]")
     p.add_argument("--out", default="benchmarks/harness.json")
     p.set_defaults(run=run)
@@ -121,20 +122,24 @@ def run(args) -> int:
 
     console = Console()
     work = make_temp_dir("bench-harness")
-    doc = {"benchmark": "harness", "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine()}
+    out = Path(args.out)
+    # a part skipped keeps its figures from an earlier run in the same file
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc.update({"benchmark": "harness", "machine": machine()})
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         if not args.skip_reproduce:
             console.print("timing reproduce --profile quick ...")
-            doc["reproduce_quick"] = reproduce_wall_time(work)
+            doc["reproduce_quick"] = {**reproduce_wall_time(work), "taken_at": stamp}
             console.print(doc["reproduce_quick"])
-        spark = local_session(args.master)
-        doc["spark"] = {"version": spark.version, "master": args.master}
-        console.print(f"generating {args.events:,} synthetic events and timing the metrics job ...")
-        doc["analysis"] = analysis_throughput(spark, args.events, work)
-        console.print(doc["analysis"])
+        if not args.skip_analysis:
+            spark = local_session(args.master)
+            console.print(f"generating {args.events:,} synthetic events and timing the metrics job ...")
+            doc["analysis"] = {**analysis_throughput(spark, args.events, work), "taken_at": stamp,
+                               "spark": spark.version, "master": spark.sparkContext.master}
+            console.print(doc["analysis"])
     finally:
         remove_temp_dir(work)
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     console.print(f"written to {out}")
