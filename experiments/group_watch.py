@@ -76,10 +76,6 @@ class GroupWatch:
             return f"partitions {sorted(set(range(self.partitions)) - set(owned))} are not assigned"
         return None
 
-    def gave_up(self) -> list[str]:
-        with self._changed:
-            return [a for a, (_, s) in self._latest.items() if s.get("state") == GAVE_UP]
-
     def wait_converged(self, members: list[str], since_ns: int, limit_s: float) -> str | None:
         deadline = time.monotonic() + limit_s
         held_since = None

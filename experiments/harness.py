@@ -86,7 +86,7 @@ def _run_trials(batches, run_uri: str, trials_per_machine: int):
 
 
 def grid_frame(spark: SparkSession, specs: list[TrialSpec]) -> DataFrame:
-    rows = [{**s.as_row(), "trial": s.trial_id} for s in specs]
+    rows = [s.as_row() for s in specs]
     if len({r["trial"] for r in rows}) != len(rows):
         raise ValueError("two trial specs of one grid have the same identity")
     cast = {DoubleType(): float, LongType(): int, StringType(): str}
@@ -102,8 +102,8 @@ def run_grid(spark: SparkSession, specs: list[TrialSpec], run_uri: str, *, trial
     if local is not None:
         local.mkdir(parents=True, exist_ok=True)
         (local / "grid.json").write_text(json.dumps([s.as_row() for s in specs], indent=1) + "\n")
-    grid = grid_frame(spark, specs).drop("trial")
-    job = grid.mapInPandas(lambda it: _run_trials(it, run_uri, trials_per_machine), RESULT_SCHEMA)
+    job = grid_frame(spark, specs).mapInPandas(lambda batches: _run_trials(batches, run_uri, trials_per_machine),
+                                               RESULT_SCHEMA)
     outcome: dict = {}
 
     def collect():
@@ -139,25 +139,28 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     events = spark.read.schema(TRACE_SCHEMA).json(store.join(run_uri, "trials", "*", "traces", "*.jsonl"))
     # cached: every metric below reads the same events, which would otherwise be parsed from JSON each time
     events = (events.where(F.col("trial").isin(ran)) if ran else events.limit(0)).cache()
-    problems = [incomplete_trials(events),
-                metrics.cross_check(events).where(F.col("cross_check_problem").isNotNull())
-                .select("trial", F.col("cross_check_problem").alias("problem"))]
-    changes = metrics.change_metrics(events)
-    problems.append(changes.where(~F.col("converged")).select(
-        "trial", F.format_string("change %d (%s) did not converge: some partition has no owner or two at the "
-                                 "window's end", "change_index", "change").alias("problem")))
-    checks = metrics.cross_check(events).drop("cross_check_problem")
-    per_change = changes.join(checks, metrics.KEYS, "left").toPandas()
-    configs = consumer_configs(events)
+    per_change = (metrics.change_metrics(events)
+                  .join(metrics.cross_check(events), metrics.KEYS, "left").toPandas())
     per_trial = metrics.trial_metrics(events).toPandas()
-    problem_rows = problems[0].unionByName(problems[1]).unionByName(problems[2]).toPandas()
+    configs = consumer_configs(events)
+    problems: dict[str, list[str]] = {}
+    for row in incomplete_trials(events).collect():
+        problems.setdefault(row.trial, []).append(row.problem)
+    for row in per_change.itertuples():
+        if isinstance(row.cross_check_problem, str):
+            problems.setdefault(row.trial, []).append(row.cross_check_problem)
+        if not row.converged:
+            problems.setdefault(row.trial, []).append(
+                f"change {row.change_index} ({row.change}) did not converge: some partition has no owner or two "
+                "at the window's end")
+    per_change = per_change.drop(columns=["cross_check_problem"])
 
-    grid = pd.DataFrame([{**s.as_row(), "trial": s.trial_id} for s in specs])
+    grid = pd.DataFrame([s.as_row() for s in specs])
     trials = grid.merge(results, on="trial", how="left").merge(per_trial, on="trial", how="left")
-    for trial, group in problem_rows.groupby("trial"):
+    for trial, reasons in problems.items():
         mask = trials["trial"] == trial
         trials.loc[mask, "status"] = "failed"
-        trials.loc[mask, "reason"] = "; ".join(sorted(group["problem"]))
+        trials.loc[mask, "reason"] = "; ".join(sorted(reasons))
     env = trials["environment"].fillna("{}").map(json.loads)
     trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
     trials["zk_version"] = env.map(lambda e: e.get("zk_version"))

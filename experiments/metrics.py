@@ -87,20 +87,36 @@ def change_windows(events: DataFrame) -> DataFrame:
             .drop("end_ns"))
 
 
-def _in_window(events: DataFrame, windows: DataFrame, until: str = "stop_ns") -> DataFrame:
-    """Events joined to the window they fall in: start_ns <= ts_ns < `until` (or <= for convergence)."""
-    w = windows.select(*KEYS, "start_ns", F.col(until).alias("_until"))
-    upper = (F.col("ts_ns") < F.col("_until")) if until == "stop_ns" else (F.col("ts_ns") <= F.col("_until"))
-    return events.join(w, "trial").where((F.col("ts_ns") >= F.col("start_ns")) & upper).drop("_until")
+def _in_window(events: DataFrame, windows: DataFrame) -> DataFrame:
+    """Events joined to the window they fall in (start_ns <= ts_ns < stop_ns), with its `converged_ns` if known."""
+    extra = ["converged_ns"] if "converged_ns" in windows.columns else []
+    w = windows.select(*KEYS, "start_ns", F.col("stop_ns").alias("_stop"), *extra)
+    return (events.join(w, "trial").where((F.col("ts_ns") >= F.col("start_ns")) & (F.col("ts_ns") < F.col("_stop")))
+            .drop("_stop"))
 
 
-def _count(events: DataFrame, windows: DataFrame, name: str, until: str = "stop_ns") -> DataFrame:
-    return _in_window(events, windows, until).groupBy(*KEYS).agg(F.count(F.lit(1)).alias(name))
+def _tally(events: DataFrame, windows: DataFrame, counts: dict[str, tuple[str, ...]],
+           until_converged: tuple[str, ...] = ()) -> DataFrame:
+    """Per window, how many events of each metric's kinds it holds: one join and one aggregate for them all.
+
+    Only events of those kinds are joined (the bulk of a trace is `processed`).
+    The metrics named in `until_converged` count from the change to convergence only.
+    """
+    kinds = sorted({kind for of_metric in counts.values() for kind in of_metric})
+    inside = _in_window(events.where(F.col("kind").isin(*kinds)), windows)
+
+    def condition(name: str) -> Column:
+        of_kind = F.col("kind").isin(*counts[name])
+        return of_kind & (F.col("ts_ns") <= F.col("converged_ns")) if name in until_converged else of_kind
+
+    return inside.groupBy(*KEYS).agg(*[F.count(F.when(condition(name), 1)).alias(name) for name in counts])
 
 
-def ownership_intervals(events: DataFrame) -> DataFrame:
-    """trial, actor, topic, partition, start_ns, stop_ns: one row per stretch a consumer owned a partition."""
-    ce = consumer_events(events)
+def ownership_intervals(ce: DataFrame) -> DataFrame:
+    """trial, actor, topic, partition, start_ns, stop_ns: one row per stretch a consumer owned a partition.
+
+    `ce`: the consumers' events (`consumer_events`).
+    """
     moves = (ce.where(F.col("kind").isin("assigned", "revoked"))
              .select("trial", "actor", "ts_ns", "kind",
                      F.explode(F.from_json(field("partitions"), ArrayType(ArrayType(StringType())))).alias("tp"))
@@ -164,14 +180,14 @@ def _view_divergence(events: DataFrame, windows: DataFrame) -> DataFrame:
     modern = events.where(F.col("kind") == "leader_assignment").select(
         "trial", "ts_ns", F.col("generation").alias("round"),
         F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view"))
-    views = _in_window(legacy.unionByName(modern), windows, "converged_ns")
+    views = _in_window(legacy.unionByName(modern), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
     return (views.groupBy(*KEYS, "round").agg(F.countDistinct("view").alias("n"))
             .groupBy(*KEYS).agg(F.max("n").alias("view_divergence")))
 
 
-def _zombie_commits(events: DataFrame, intervals: DataFrame) -> DataFrame:
+def _zombie_commits(ce: DataFrame, intervals: DataFrame) -> DataFrame:
     """Accepted commits (trial, ts_ns) by a consumer that had lost the partition."""
-    commits = (consumer_events(events).where((F.col("kind") == "commit") & (field("outcome") == "accepted"))
+    commits = (ce.where((F.col("kind") == "commit") & (field("outcome") == "accepted"))
                .select("trial", "actor", "topic", "partition", "ts_ns"))
     mine = intervals.alias("m")
     theirs = intervals.alias("o")
@@ -198,18 +214,20 @@ def change_metrics(events: DataFrame) -> DataFrame:
                      .groupBy(*KEYS).agg(F.max("ts_ns").alias("converged_ns")))
     windows = windows.join(last_assigned, KEYS, "left").withColumn(
         "converged_ns", F.coalesce("converged_ns", "stop_ns"))
-    kinds = lambda *k: ce.where(F.col("kind").isin(*k))  # noqa: E731
-    intervals = ownership_intervals(events)
+    intervals = ownership_intervals(ce)
     steps = owner_steps(events, intervals)
     parts = [
-        _count(kinds("zk_watch_fired"), windows, "notifications_per_change"),
-        _count(kinds("zk_read", "zk_write"), windows, "zk_requests_per_change", "converged_ns"),
-        _count(events.where(F.col("kind") == "coordinator_request"), windows, "coordinator_requests_per_change",
-               "converged_ns"),
-        _count(kinds("rebalance_begin"), windows, "rebalance_attempts"),
-        _count(kinds("rebalance_failed", "consumer_failed"), windows, "rebalance_failures"),
-        _count(kinds("owner_conflict"), windows, "owner_conflicts"),
-        _count(_zombie_commits(events, intervals), windows, "zombie_commits_accepted"),
+        _tally(ce, windows, {"notifications_per_change": ("zk_watch_fired",),
+                             "zk_requests_per_change": ("zk_read", "zk_write"),
+                             "rebalance_attempts": ("rebalance_begin",),
+                             "rebalance_failures": ("rebalance_failed", "consumer_failed"),
+                             "owner_conflicts": ("owner_conflict",)},
+               until_converged=("zk_requests_per_change",)),
+        # the coordinators' side: every group request a consumer sent, until convergence
+        _tally(events, windows, {"coordinator_requests_per_change": ("coordinator_request",)},
+               until_converged=("coordinator_requests_per_change",)),
+        _in_window(_zombie_commits(ce, intervals), windows).groupBy(*KEYS).agg(
+            F.count(F.lit(1)).alias("zombie_commits_accepted")),
         _ownership_per_window(steps, ownership_segments(steps), windows),
         _view_divergence(events, windows),
     ]
@@ -219,15 +237,12 @@ def change_metrics(events: DataFrame) -> DataFrame:
     counts = ["notifications_per_change", "zk_requests_per_change", "coordinator_requests_per_change",
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "unowned_partition_s", "double_owned_partition_s"]
-    out = out.fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
-    converged = F.col("complete_at_end")
-    return (out
+    return (out.fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
+            .withColumnRenamed("complete_at_end", "converged")
             .withColumn("control_messages_per_change", F.col("notifications_per_change")
                         + F.col("zk_requests_per_change") + F.col("coordinator_requests_per_change"))
-            .withColumn("converged", converged)
             .withColumn("convergence_ms",
-                        F.when(converged, (F.col("converged_ns") - F.col("start_ns")) / 1e6))
-            .drop("complete_at_end"))
+                        F.when(F.col("converged"), (F.col("converged_ns") - F.col("start_ns")) / 1e6)))
 
 
 def trial_metrics(events: DataFrame) -> DataFrame:
@@ -255,17 +270,16 @@ def cross_check(events: DataFrame) -> DataFrame:
     snaps = snaps.withColumn("triggered", triggered)
     before, after = snaps.where(F.col("at") == "before").alias("b"), snaps.where(F.col("at") == "after").alias("a")
     spans = before.join(after, KEYS).select(
-        *KEYS, F.col("b.ts_ns").alias("start_ns"), F.col("a.ts_ns").alias("converged_ns"),
+        *KEYS, F.col("b.ts_ns").alias("start_ns"), F.col("a.ts_ns").alias("stop_ns"),
         (F.col("a.triggered") - F.col("b.triggered")).alias("server_notifications"),
         (F.col("a.zk_packets_received") - F.col("b.zk_packets_received")).alias("server_packets_received"))
-    fired = _count(events.where(F.col("kind") == "zk_watch_fired"), spans, "client_notifications", "converged_ns")
-    asked = _count(events.where(F.col("kind").isin("zk_read", "zk_write")), spans, "client_requests", "converged_ns")
-    out = (spans.join(fired, KEYS, "left").join(asked, KEYS, "left")
-           .fillna(0, subset=["client_notifications", "client_requests"]))
+    counted = _tally(events, spans, {"client_notifications": ("zk_watch_fired",),
+                                     "client_requests": ("zk_read", "zk_write")})
+    out = spans.join(counted, KEYS, "left").fillna(0, subset=["client_notifications", "client_requests"])
     problem = (F.when(F.col("client_notifications") != F.col("server_notifications"),
                       F.format_string("change %d: clients recorded %d watch notifications, the server triggered %d",
                                       "change_index", "client_notifications", "server_notifications"))
                .when(F.col("client_requests") > F.col("server_packets_received"),
                      F.format_string("change %d: clients recorded %d ZooKeeper requests, the server received only "
                                      "%d packets", "change_index", "client_requests", "server_packets_received")))
-    return out.withColumn("cross_check_problem", problem).drop("start_ns", "converged_ns")
+    return out.withColumn("cross_check_problem", problem).drop("start_ns", "stop_ns")

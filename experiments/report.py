@@ -88,11 +88,12 @@ def _environment(env: dict) -> str:
 
 def _table(header: list[str], rows: list) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def _cell(v) -> str:
+def cell(v) -> str:
+    """A number as the report and the CLI's tables show it: thousands grouped, three significant digits below 100."""
     if v is None or (isinstance(v, float) and pd.isna(v)):
         return "–"
     if isinstance(v, float):

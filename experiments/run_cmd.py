@@ -92,8 +92,8 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
                   f"{trials_per_machine} at a time per machine -> {run_uri}")
     with Progress(TextColumn("{task.description}", justify="left"), BarColumn(), TextColumn("{task.fields[phase]}"),
                   TimeElapsedColumn(), console=console) as progress:
-        bars = {s.trial_id: progress.add_task(s.trial_id, total=3 + len(s.steps), phase="waiting", start=False)
-                for s in specs}
+        phases = {s.trial_id: s.phases for s in specs}
+        bars = {trial: progress.add_task(trial, total=n, phase="waiting", start=False) for trial, n in phases.items()}
 
         def show(states: dict[str, dict]) -> None:
             for trial, state in states.items():
@@ -102,7 +102,7 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
 
         results = run_grid(spark, specs, run_uri, trials_per_machine=trials_per_machine, on_progress=show)
         for row in results.itertuples():
-            progress.update(bars[row.trial], completed=3 + len(specs[0].steps),
+            progress.update(bars[row.trial], completed=phases[row.trial],
                             phase=row.status if row.status == "ok" else f"FAILED: {row.reason[:60]}")
     console.print("analysing the traces with Spark SQL ...")
     summary = analyse(spark, run_uri, specs, results)
@@ -115,6 +115,8 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
 
 
 def _print_table(console: Console, summary) -> None:
+    from .report import cell  # matplotlib comes with it: only once there is a table to print
+
     table = Table(title="per change (DESIGN.md §4)")
     columns = [("design", "design"), ("consumers", "N"), ("change", "change"), ("status", "status"),
                ("notifications_per_change", "notif."), ("zk_requests_per_change", "ZK req."),
@@ -124,17 +126,11 @@ def _print_table(console: Console, summary) -> None:
     for _, label in columns:
         table.add_column(label)
     for row in summary.itertuples():
-        table.add_row(*[_fmt(getattr(row, c)) for c, _ in columns])
+        table.add_row(*[cell(getattr(row, c)) for c, _ in columns])
     console.print(table)
     failed = summary[summary.status != "ok"].drop_duplicates("trial")
     for row in failed.itertuples():
         console.print(f"[red]failed[/] {row.trial}: {row.reason}")
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return "–" if v != v else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}")
-    return str(v)
 
 
 def run_experiment(args) -> int:

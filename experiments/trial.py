@@ -46,6 +46,7 @@ from kazoo.client import KazooClient
 
 from lab_cluster import fourlw
 from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
+from lab_cluster.consumer_host import actor_names
 from lab_cluster.errors import LabError
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
@@ -97,13 +98,20 @@ class TrialSpec:
             raise LabError(f"Unknown scenario step(s): {', '.join(unknown)}.", f"Use: {', '.join(STEP_ACTIONS)}.")
 
     @property
+    def phases(self) -> int:
+        """How many phases a trial goes through, for progress bars: ZooKeeper, brokers, group, each step."""
+        return 3 + len(self.steps)
+
+    @property
     def trial_id(self) -> str:
         return f"{self.experiment}-{self.design}-n{self.consumers}-p{self.partitions}-s{self.seed}-r{self.repetition}"
 
     def as_row(self) -> dict:
+        """The spec as flat values (lists as JSON), with its `trial` id: a grid row, a line of grid.json."""
         row = asdict(self)
         row["overrides"] = json.dumps(list(self.overrides))
         row["steps"] = json.dumps(list(self.steps))
+        row["trial"] = self.trial_id
         return row
 
     @classmethod
@@ -154,8 +162,8 @@ class _Scenario:
 
     def progress(self, phase: str, done: int) -> None:
         """Where the trial is, for the driver's progress bars (`progress.json` in the trial's directory)."""
-        total = 3 + len(self.spec.steps)
-        (self.dir / "progress.json").write_text(json.dumps({"phase": phase, "done": done, "total": total}))
+        (self.dir / "progress.json").write_text(json.dumps({"phase": phase, "done": done,
+                                                            "total": self.spec.phases}))
 
     def run(self) -> None:
         spec = self.spec
@@ -174,7 +182,7 @@ class _Scenario:
         self.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
         self.zk_connect = zk.connect
         self.trace.record("setup", topic=TOPIC, partitions=spec.partitions, consumers=spec.consumers,
-                          group=GROUP, spec=spec.as_row(), **{k: v for k, v in zk.describe().items()})
+                          group=GROUP, spec=spec.as_row(), **self.environment)
         if spec.rate > 0:
             producer = LabProcess("producer", "lab_cluster.producer",
                                   ["--zk", zk.connect, "--topic", TOPIC, "--rate", str(spec.rate), "--trial-dir",
@@ -182,13 +190,13 @@ class _Scenario:
             self.stack.callback(producer.stop)
         self.progress(f"forming a group of {spec.consumers}", 2)
         group = self._consumers("c", spec.consumers)
-        members = [f"c{i + 1}" for i in range(spec.consumers)] if spec.consumers > 1 else ["c"]
+        members = actor_names("c", spec.consumers)
         self._wait_converged(members, since_ns=0, what="the initial group")
         self.trace.record("converged", index=0, members=members)
         for index, step in enumerate(spec.steps, start=1):
             self.progress(f"step {index}: {step}", 2 + index)
             members = self._step(index, step, members)
-        self.progress("stopping", 3 + len(spec.steps))
+        self.progress("stopping", spec.phases)
         self.trace.record("end")
         # the group stops as one (its host stops every consumer at once), before the cluster under it
         group.stop()

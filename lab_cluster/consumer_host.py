@@ -22,13 +22,18 @@ from .processes import add_owner_argument, serve_until_terminated
 from .trace import TraceRecorder
 
 
+def actor_names(name: str, count: int) -> list[str]:
+    """The actors a host of `count` consumers named `name` runs: `name` alone, or `name1..nameN`."""
+    return [name] if count == 1 else [f"{name}{i + 1}" for i in range(count)]
+
+
 class ConsumerHost:
     def __init__(self, *, design: str, configure: Callable[[str], object], build: Callable[..., object],
                  count: int, trial_dir: str | Path, name: str = "c", trial: str = "adhoc",
                  on_change: Callable[[str, object], None] | None = None):
         if count < 1:
             raise LabError(f"--count {count}: a host runs at least one consumer.", "Use --count 1 or more.")
-        actors = [name] if count == 1 else [f"{name}{i + 1}" for i in range(count)]
+        actors = actor_names(name, count)
         configs = [configure(actor) for actor in actors]  # validate before starting anything
         self.consumers: list = []
         self.traces: list[TraceRecorder] = []

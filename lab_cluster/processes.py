@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -41,7 +40,6 @@ class LabProcess:
         self.name = name
         #: Called with every line the child prints other than READY (after it is logged).
         self.on_line = on_line
-        self._carry = b""
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.command = [sys.executable, "-m", module, *args, owner_arg()]
@@ -54,65 +52,67 @@ class LabProcess:
                                          preexec_fn=child_preexec())
         self._token = REAPER.register(f"lab process {name} (pid {self.proc.pid})", self.kill)
         self.paused = False
+        self.info: dict = {}
+        self._ready = threading.Event()
+        self._ready_error: ValueError | None = None
+        self._stdout_closed = threading.Event()
+        threading.Thread(target=self._read_stdout, daemon=True, name=f"{name}-stdout").start()
         try:
-            self.info: dict = self._wait_ready(ready_timeout_s)
+            self._wait_ready(ready_timeout_s)
         except BaseException:
             self.kill()
             raise
-        threading.Thread(target=self._drain_stdout, daemon=True, name=f"{name}-stdout").start()
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    def _wait_ready(self, timeout_s: float) -> dict:
-        """Read the child's stdout until its READY line; lines before it go to the log.
+    def _read_stdout(self) -> None:
+        """The one reader of the child's stdout: its READY line sets `info`; every other line is logged
+        and given to `on_line`.
 
-        Reads the pipe with os.read into our own buffer: select() says nothing
-        about lines already sitting in a buffered reader, so mixing the two can
-        miss a READY that arrived in the same chunk as the lines before it.
+        Reads the pipe with os.read into its own buffer and splits lines itself
+        (whole lines only: a READY that arrives in one chunk with the lines
+        before it is still seen), so one thread does it from start to exit.
         """
+        fd, pending = self.proc.stdout.fileno(), b""
+        with open(self.log_path, "ab") as log:
+            while chunk := os.read(fd, 65536):
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if not self._ready.is_set() and line.startswith(b"READY"):
+                        try:
+                            self.info = json.loads(line[5:].decode(errors="replace").strip() or "{}")
+                        except ValueError as exc:
+                            self._ready_error = exc
+                        self._ready.set()
+                        continue
+                    log.write(line + b"\n")
+                    log.flush()
+                    if self.on_line is not None:
+                        self.on_line(line.decode(errors="replace"))
+            log.write(pending)
+        self._stdout_closed.set()
+
+    def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        fd = self.proc.stdout.fileno()
-        pending = b""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            chunk = os.read(fd, 65536) if ready else b""
-            if not chunk and self.proc.poll() is not None:
+        while not self._ready.wait(0.2):
+            if self._stdout_closed.is_set() or time.monotonic() > deadline:
                 break
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                if line.startswith(b"READY"):
-                    self._carry = pending  # what followed READY in the same chunk
-                    return json.loads(line[5:].decode(errors="replace").strip() or "{}")
-                self._line(line + b"\n")
+        if self._ready.is_set():
+            if self._ready_error is not None:
+                raise self._ready_error
+            return
+        if self._stdout_closed.is_set():
+            try:
+                self.proc.wait(5)  # stdout closes as the child exits
+            except subprocess.TimeoutExpired:
+                pass
         why = f"exited with status {self.proc.returncode}" if self.proc.poll() is not None else \
             f"did not say READY within {timeout_s:.0f} s"
         raise LabError(f"Lab process {self.name} ({' '.join(self.command[2:4])}) {why}.",
                        f"Its log ({self.log_path}) follows.", details=tail(self.log_text()))
-
-    def _log_bytes(self, data: bytes) -> None:
-        if data:
-            with open(self.log_path, "ab") as log:
-                log.write(data)
-
-    def _line(self, line: bytes) -> None:
-        self._log_bytes(line)
-        if self.on_line is not None and line.endswith(b"\n"):
-            self.on_line(line.decode(errors="replace").rstrip("\n"))
-
-    def _drain_stdout(self) -> None:
-        fd, pending = self.proc.stdout.fileno(), self._carry
-        while True:
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                self._line(line + b"\n")
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                self._log_bytes(pending)
-                return
-            pending += chunk
 
     def log_text(self) -> str:
         try:

@@ -56,42 +56,47 @@ class Completeness:
     killed: list[str] = field(default_factory=list)
 
 
-def incomplete_trials(df: DataFrame) -> DataFrame:
-    """(trial, problem) for every trial of `df` that may not be analysed; the grouped form of `check_complete`."""
+def unclosed_traces(df: DataFrame) -> DataFrame:
+    """(trial, actor, killed): every trace opened and never closed, and whether a kill of its actor was recorded."""
     opened = df.where(F.col("kind") == "trace_open").select("trial", "actor").distinct()
     closed = df.where(F.col("kind") == "trace_close").select("trial", "actor").distinct()
     killed = (df.where((F.col("kind") == "fault") & (F.get_json_object("fields", "$.action") == "kill"))
-              .select("trial", F.get_json_object("fields", "$.target").alias("actor")).distinct())
-    unclosed = (opened.join(closed, ["trial", "actor"], "left_anti").join(killed, ["trial", "actor"], "left_anti")
+              .select("trial", F.get_json_object("fields", "$.target").alias("actor")).distinct()
+              .withColumn("killed", F.lit(True)))
+    return (opened.join(closed, ["trial", "actor"], "left_anti").join(killed, ["trial", "actor"], "left")
+            .fillna(False, subset=["killed"]))
+
+
+def phantom_messages(df: DataFrame) -> DataFrame:
+    """(trial, actor, topic, partition, offset): every processed message that was never produced."""
+    key = ["trial", "topic", "partition", "offset"]
+    produced = df.where(F.col("kind") == "produced").select(*key).distinct()
+    return df.where(F.col("kind") == "processed").select("actor", *key).join(produced, key, "left_anti")
+
+
+def incomplete_trials(df: DataFrame) -> DataFrame:
+    """(trial, problem) for every trial of `df` that may not be analysed; the grouped form of `check_complete`."""
+    unclosed = (unclosed_traces(df).where(~F.col("killed"))
                 .groupBy("trial").agg(F.array_join(F.array_sort(F.collect_list("actor")), ", ").alias("actors"))
                 .select("trial", F.format_string("the trace of %s was never closed (and no kill was recorded)",
                                                  "actors").alias("problem")))
-    key = ["trial", "topic", "partition", "offset"]
-    produced = df.where(F.col("kind") == "produced").select(*key).distinct()
-    phantom = (df.where(F.col("kind") == "processed").select(*key).join(produced, key, "left_anti")
-               .groupBy("trial").count()
+    phantom = (phantom_messages(df).groupBy("trial").count()
                .select("trial", F.format_string("%d processed message(s) were never produced", "count")
                        .alias("problem")))
     return unclosed.unionByName(phantom)
 
 
 def check_complete(df: DataFrame, max_examples: int = 5) -> Completeness:
-    opened = df.where(F.col("kind") == "trace_open").select("actor").distinct()
-    closed = df.where(F.col("kind") == "trace_close").select("actor").distinct()
-    killed = (df.where((F.col("kind") == "fault") & (F.get_json_object("fields", "$.action") == "kill"))
-              .select(F.get_json_object("fields", "$.target").alias("actor")).distinct())
-    unclosed = opened.join(closed, "actor", "left_anti")
-    missing = sorted(r.actor for r in unclosed.join(killed, "actor", "left_anti").collect())
-    cut = sorted(r.actor for r in unclosed.join(killed, "actor", "inner").collect())
-
-    key = ["topic", "partition", "offset"]
-    produced = df.where(F.col("kind") == "produced").select(*key).distinct()
-    phantom = df.where(F.col("kind") == "processed").select("actor", *key).join(produced, key, "left_anti")
+    """Whether the one trial of `df` may be analysed, with the reasons if not."""
+    unclosed = unclosed_traces(df).collect()
+    missing = sorted(r.actor for r in unclosed if not r.killed)
+    cut = sorted(r.actor for r in unclosed if r.killed)
+    phantom = phantom_messages(df)
     phantom_count = phantom.count()
 
     problems = [f"the trace of {actor} was never closed (and no kill of it was recorded)" for actor in missing]
     if phantom_count:
         examples = ", ".join(f"{r.actor} processed {r.topic}-{r.partition}@{r.offset}"
-                             for r in phantom.orderBy(*key).limit(max_examples).collect())
+                             for r in phantom.orderBy("topic", "partition", "offset").limit(max_examples).collect())
         problems.append(f"{phantom_count} processed message(s) were never produced: {examples}")
     return Completeness(not problems, problems, cut)
