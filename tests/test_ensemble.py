@@ -30,7 +30,10 @@ def test_an_ensemble_has_exactly_one_leader(ensembles, size):
 
 def test_three_servers_keep_serving_with_the_leader_stopped(ensembles, backend):
     zk = ensembles(servers=3, backend=backend)
-    client = kazoo(zk.connect)
+    # The election after the leader stops can take ~10 s on a cold machine (the
+    # notification back-off doubles from 200 ms); a 30 s session (the server's
+    # maximum is 40 s) outlives it, so the test asks about the quorum, not the session.
+    client = kazoo(zk.connect, timeout=30.0)
     try:
         client.create("/before", b"1")
         old_leader = zk.leader()
