@@ -11,7 +11,9 @@
    traces are complete and that the clients' ZooKeeper counts agree with the
    server's, and writes `results/*.parquet` and `summary.csv`. A trial is `ok`
    only if it ran to the end, its traces are complete, the cross-check agrees
-   and every change converged; otherwise it is `failed` with the reasons, and
+   and every change converged (unless its spec says non-convergence is an
+   outcome to measure: `converge_required=False`, the split-brain trials, whose
+   `converged` column then says); otherwise it is `failed` with the reasons, and
    its metrics are not reported as results.
 """
 
@@ -29,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
 from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 
@@ -43,20 +45,26 @@ GRID_SCHEMA = StructType([
     StructField("rate", DoubleType()), StructField("seed", LongType()), StructField("repetition", LongType()),
     StructField("overrides", StringType()), StructField("steps", StringType()),
     StructField("converge_limit_s", DoubleType()), StructField("settle_s", DoubleType()),
-    StructField("brokers", LongType()), StructField("trial", StringType()),
+    StructField("brokers", LongType()), StructField("variant", StringType()), StructField("zk_servers", LongType()),
+    StructField("layout", StringType()), StructField("follower_delay_ms", LongType()),
+    StructField("churn_gap_s", DoubleType()), StructField("hold_s", DoubleType()),
+    StructField("converge_required", BooleanType()), StructField("trial", StringType()),
 ])
 RESULT_SCHEMA = StructType([
     StructField("trial", StringType()), StructField("status", StringType()), StructField("reason", StringType()),
     StructField("trial_dir", StringType()), StructField("wall_s", DoubleType()),
     StructField("environment", StringType()),
 ])
-IDENTITY = ["experiment", "design", "consumers", "partitions", "seed", "repetition", "change", "change_index",
-            "members_before", "members_after"]
+IDENTITY = ["experiment", "variant", "design", "consumers", "partitions", "follower_delay_ms", "seed", "repetition",
+            "change", "change_index", "members_before", "members_after"]
 METRICS = ["notifications_per_change", "zk_requests_per_change", "coordinator_requests_per_change",
            "control_messages_per_change", "rebalance_attempts", "rebalance_failures", "owner_conflicts",
-           "convergence_ms", "unowned_partition_s", "double_owned_partition_s", "view_divergence",
-           "duplicates", "gaps", "zombie_commits_accepted"]
+           "convergence_ms", "converged", "unowned_partition_s", "double_owned_partition_s",
+           "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
+           "zombie_commits_accepted", "offsets_moved_backwards", "commits_fenced"]
 CHECKS = ["server_notifications", "client_notifications", "server_packets_received", "client_requests"]
+#: the experiments whose trials' timelines (who processed which partition when) are kept for the report
+TIMELINE_EXPERIMENTS = ("split_brain", "zombie")
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",
                    "zk_backend", "zk_version", "trial", "wall_s"]
 
@@ -89,7 +97,7 @@ def grid_frame(spark: SparkSession, specs: list[TrialSpec]) -> DataFrame:
     rows = [s.as_row() for s in specs]
     if len({r["trial"] for r in rows}) != len(rows):
         raise ValueError("two trial specs of one grid have the same identity")
-    cast = {DoubleType(): float, LongType(): int, StringType(): str}
+    cast = {DoubleType(): float, LongType(): int, StringType(): str, BooleanType(): bool}
     rdd = spark.sparkContext.parallelize([tuple(cast[f.dataType](r[f.name]) for f in GRID_SCHEMA.fields)
                                           for r in rows], max(1, len(rows)))
     return spark.createDataFrame(rdd, GRID_SCHEMA)
@@ -144,14 +152,15 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     per_trial = metrics.trial_metrics(events).toPandas()
     configs = consumer_configs(events)
     problems: dict[str, list[str]] = {}
+    must_converge = {s.trial_id for s in specs if s.converge_required}
     for row in incomplete_trials(events).collect():
         problems.setdefault(row.trial, []).append(row.problem)
     for row in per_change.itertuples():
         if isinstance(row.cross_check_problem, str):
             problems.setdefault(row.trial, []).append(row.cross_check_problem)
-        if not row.converged:
+        if not row.converged and row.trial in must_converge:
             problems.setdefault(row.trial, []).append(
-                f"change {row.change_index} ({row.change}) did not converge: some partition has no owner or two "
+                f"change {row.change_index} ({row.change}) did not converge: some partition has no live owner or two "
                 "at the window's end")
     per_change = per_change.drop(columns=["cross_check_problem"])
 
@@ -168,10 +177,15 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     for column in SUMMARY_COLUMNS:
         if column not in summary:
             summary[column] = None
-    summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "design", "consumers", "seed", "repetition",
-                                                    "change_index"], na_position="last")
+    summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
+                                                    "follower_delay_ms", "seed", "repetition", "change_index"],
+                                                   na_position="last")
+    faulted = [s.trial_id for s in specs if s.experiment in TIMELINE_EXPERIMENTS and s.trial_id in ran]
+    stretches, marks = metrics.timelines(events.where(F.col("trial").isin(faulted)))
+    timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
+                 "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}
     events.unpersist()
-    _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), configs)
+    _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), configs, timelines)
     return summary.reset_index(drop=True)
 
 
@@ -183,10 +197,12 @@ def consumer_configs(events: DataFrame) -> dict[str, dict]:
 
 
 def _write(spark: SparkSession, run_uri: str, summary: pd.DataFrame, per_change: pd.DataFrame,
-           trials: pd.DataFrame, configs: dict) -> None:
+           trials: pd.DataFrame, configs: dict, timelines: dict[str, pd.DataFrame]) -> None:
     local = store.local_path(run_uri)
-    tables = {"changes": per_change, "trials": trials}
+    tables = {"changes": per_change, "trials": trials, **timelines}
     if local is not None:
+        for name, table in timelines.items():  # small, and what the report draws the timelines from
+            table.to_csv(local / f"{name}.csv", index=False)
         (local / "results").mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():
             table.to_parquet(local / "results" / f"{name}.parquet", index=False)

@@ -41,10 +41,10 @@ LINEAR_SLOPE_LIMIT = 1.2
 
 
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
-         partitions: int | None = None, seeds: int = 1) -> list[TrialSpec]:
+         partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed)
-            for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds)]
+            for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds or 1)]
 
 
 @dataclass

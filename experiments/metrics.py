@@ -18,14 +18,18 @@ window runs from its `change` event to the next change (or `end`). Within it:
   (`rebalance_failed` or `consumer_failed`) in the window;
 - `owner_conflicts`: consumers' `owner_conflict` in the window;
 - `convergence_ms`: from the change to the last `assigned` in the window, if
-  at the window's end every partition has exactly one owner (else null: the
-  change did not converge, and the trial fails);
+  at the window's end every partition has exactly one owner among the change's
+  live `members` (else null and `converged` false: the change did not converge,
+  and the trial fails unless not converging is what it measures);
 - `unowned_partition_s` / `double_owned_partition_s`: partition-seconds in
   the window with 0 / 2+ owners;
+- `double_processed_partition_s`: partition-seconds in which two or more
+  consumers actually processed one partition (`processing_intervals`: stretches
+  of `processed` events), whatever each believed it owned;
 - `view_divergence`: distinct membership views assignments were computed from
-  until convergence: ZooKeeper era, the `view` events' member lists;
-  coordinator era, the leader's member list, per generation (the largest
-  count over the generations);
+  in one round, until convergence (the largest count over the window's
+  rounds; `view_rounds` says what a round is in each era), and `stale_views`:
+  ZooKeeper-era views older than one another consumer had already read;
 - `zombie_commits_accepted`: accepted `commit`s for a partition the committer
   had lost (another consumer's ownership of it began later, or the committer
   owned it no more).
@@ -37,15 +41,21 @@ summed by a running window per partition, gives each partition's owner count
 between consecutive steps: the segments that unowned and double-owned time
 are cut from.
 
-Per trial (`trial_metrics`): `duplicates` (processed more than once) and `gaps`
+Per trial (`trial_metrics`): `duplicates` (processed more than once), `gaps`
 (produced below the highest processed offset of its partition but never
-processed; messages produced after the consumers stopped are not gaps).
+processed; messages produced after the consumers stopped are not gaps) and
+`offsets_moved_backwards` (accepted commits, in time order, lower than one
+accepted before them for the same partition) and `commits_fenced` (commits the
+coordinator refused with ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID).
 
 The cross-check (`cross_check`) compares, between the runner's two
-`zk_server_counters` snapshots around each change, the watch notifications the
-clients recorded with the server's own count (the sums of mntr's
-`node_{children,created,deleted,changed}_watch_count`: every watcher the
-server triggered), which must be equal, and the requests the clients recorded
+`zk_server_counters` snapshots around each change (summed over the servers),
+the watch notifications the clients recorded with the servers' own count (the
+sums of mntr's `node_{children,created,deleted,changed}_watch_count`: every
+watcher a server triggered), which must be equal for a membership change (a
+paused or cut-off consumer's session expires with notifications the server
+triggered and the client never received, so fault windows are shown, not
+judged), and the requests the clients recorded
 with the packets the server received (which also counts pings and other
 clients' requests), which must not be fewer.
 """
@@ -60,7 +70,11 @@ CONSUMER_MARKERS = ("consumer_start", "consumer_config")  # the first event of e
 WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                           "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
 KEYS = ["trial", "change_index"]
+#: the changes a scenario makes to membership alone, without a fault on anyone's ZooKeeper session
+MEMBERSHIP_CHANGES = ("join", "leave", "churn")
 NS_PER_S = 1_000_000_000
+#: processed events of one consumer and partition closer than this belong to one stretch of processing
+PROCESSING_GAP_S = 1.0
 
 
 def field(name: str) -> Column:
@@ -73,13 +87,24 @@ def consumer_events(events: DataFrame) -> DataFrame:
     return events.join(consumers, ["trial", "actor"], "left_semi")
 
 
+def node_watch_events(events: DataFrame) -> DataFrame:
+    """The events without the session-state callbacks kazoo delivers to watchers (`event_type` NONE).
+
+    Those are the client's own news (connection lost, session expired), not a
+    notification the server sent about a znode: they count as neither.
+    """
+    session_state = (F.col("kind") == "zk_watch_fired") & (F.coalesce(field("event_type"), F.lit("")) == "NONE")
+    return events.where(~session_state)
+
+
 def change_windows(events: DataFrame) -> DataFrame:
-    """One row per change: trial, change_index, change, members_before/after, start_ns, stop_ns."""
+    """One row per change: trial, change_index, change, members_before/after, members (names), start_ns, stop_ns."""
     scenario = events.where(F.col("actor") == "scenario")
     changes = scenario.where(F.col("kind") == "change").select(
         "trial", field("index").cast("int").alias("change_index"), field("change").alias("change"),
         field("members_before").cast("int").alias("members_before"),
-        field("members_after").cast("int").alias("members_after"), F.col("ts_ns").alias("start_ns"))
+        field("members_after").cast("int").alias("members_after"),
+        F.from_json(field("members"), ArrayType(StringType())).alias("members"), F.col("ts_ns").alias("start_ns"))
     ends = scenario.where(F.col("kind") == "end").groupBy("trial").agg(F.min("ts_ns").alias("end_ns"))
     by_time = Window.partitionBy("trial").orderBy("start_ns")
     return (changes.join(ends, "trial")
@@ -159,30 +184,82 @@ def ownership_segments(steps: DataFrame) -> DataFrame:
             .where(F.col("stop_ns").isNotNull()))
 
 
-def _ownership_per_window(steps: DataFrame, segments: DataFrame, windows: DataFrame) -> DataFrame:
+def _seconds_per_window(segments: DataFrame, windows: DataFrame, names: tuple[str, str]) -> DataFrame:
+    """Partition-seconds in each window with no owner (names[0]) and with two or more (names[1])."""
     w = windows.select(*KEYS, "start_ns", F.col("stop_ns").alias("w_stop"))
     clipped = (segments.join(w, "trial")
                .withColumn("len_ns", F.least("stop_ns", "w_stop") - F.greatest("ts_ns", "start_ns"))
                .where(F.col("len_ns") > 0))
-    seconds = clipped.groupBy(*KEYS).agg(
-        (F.sum(F.when(F.col("owners") == 0, F.col("len_ns")).otherwise(0)) / NS_PER_S).alias("unowned_partition_s"),
-        (F.sum(F.when(F.col("owners") >= 2, F.col("len_ns")).otherwise(0)) / NS_PER_S)
-        .alias("double_owned_partition_s"))
-    at_stop = (steps.join(w, "trial").where(F.col("ts_ns") < F.col("w_stop"))
-               .groupBy(*KEYS, "topic", "partition").agg(F.sum("delta").alias("owners"))
-               .groupBy(*KEYS).agg(((F.min("owners") == 1) & (F.max("owners") == 1)).alias("complete_at_end")))
-    return seconds.join(at_stop, KEYS, "full")
+    unowned, doubled = names
+    return clipped.groupBy(*KEYS).agg(
+        (F.sum(F.when(F.col("owners") == 0, F.col("len_ns")).otherwise(0)) / NS_PER_S).alias(unowned),
+        (F.sum(F.when(F.col("owners") >= 2, F.col("len_ns")).otherwise(0)) / NS_PER_S).alias(doubled))
+
+
+def _complete_at_end(events: DataFrame, intervals: DataFrame, windows: DataFrame) -> DataFrame:
+    """Per window: did every partition have exactly one owner among the window's live members at its end?
+
+    The live members are the change's `members` (a paused or cut-off zombie may
+    still believe it owns partitions; it is not a member the group converged on).
+    """
+    w = windows.select(*KEYS, "members", F.col("stop_ns").alias("w_stop"))
+    live = (intervals.join(w, "trial")
+            .where((F.col("start_ns") < F.col("w_stop")) & (F.col("stop_ns") >= F.col("w_stop"))
+                   & (F.col("members").isNull() | F.array_contains("members", F.col("actor"))))
+            .groupBy(*KEYS, "topic", "partition").agg(F.count(F.lit(1)).alias("owners")))
+    every = _partitions(events).select("trial", "topic", "partition").join(w.select(*KEYS), "trial")
+    return (every.join(live, [*KEYS, "topic", "partition"], "left").fillna(0, subset=["owners"])
+            .groupBy(*KEYS).agg(((F.min("owners") == 1) & (F.max("owners") == 1)).alias("complete_at_end")))
+
+
+def processing_intervals(ce: DataFrame, gap_s: float = PROCESSING_GAP_S) -> DataFrame:
+    """trial, actor, topic, partition, start_ns, stop_ns, messages: stretches a consumer actually processed.
+
+    Consecutive `processed` events of one consumer and partition less than
+    `gap_s` apart form one stretch (gaps and islands over a window). This is
+    what a partition's timeline draws, and what `double_processed_partition_s`
+    sums: two consumers processing one partition at once, whatever each believed.
+    """
+    key = ["trial", "actor", "topic", "partition"]
+    w = Window.partitionBy(*key).orderBy("ts_ns")
+    processed = ce.where(F.col("kind") == "processed").select(*key, "ts_ns")
+    starts = (processed.withColumn("prev", F.lag("ts_ns").over(w))
+              .withColumn("new", F.when(F.col("prev").isNull() | (F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S),
+                                        1).otherwise(0))
+              .withColumn("stretch", F.sum("new").over(w.rowsBetween(Window.unboundedPreceding, 0))))
+    return starts.groupBy(*key, "stretch").agg(F.min("ts_ns").alias("start_ns"), F.max("ts_ns").alias("stop_ns"),
+                                               F.count(F.lit(1)).alias("messages")).drop("stretch")
+
+
+def view_rounds(events: DataFrame) -> DataFrame:
+    """trial, ts_ns, round, view, stale: every membership view an assignment was computed from, with its round.
+
+    ZooKeeper era: a `view` is what one consumer read of `/consumers/<g>/ids`;
+    its round is the newest membership any consumer had read by then (the
+    running maximum of the `cversion`s read so far, in time order), and it is
+    stale if it is older than that round. One server serves reads in order, so
+    a stale view needs servers that disagree: a lagging follower.
+    Coordinator era: only the leader computes, from the member list the
+    coordinator gave it (`leader_assignment`); its round is the generation.
+    """
+    by_time = Window.partitionBy("trial").orderBy("ts_ns").rowsBetween(Window.unboundedPreceding, 0)
+    legacy = (events.where(F.col("kind") == "view")
+              .select("trial", "ts_ns", field("members").alias("view"), field("cversion").cast("long").alias("v"))
+              .withColumn("round", F.max("v").over(by_time))
+              .select("trial", "ts_ns", "round", "view", (F.col("v") < F.col("round")).alias("stale")))
+    modern = events.where(F.col("kind") == "leader_assignment").select(
+        "trial", "ts_ns", F.col("generation").cast("long").alias("round"),
+        F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view"),
+        F.lit(False).alias("stale"))
+    return legacy.unionByName(modern)
 
 
 def _view_divergence(events: DataFrame, windows: DataFrame) -> DataFrame:
-    legacy = events.where(F.col("kind") == "view").select(
-        "trial", "ts_ns", F.lit(-1).alias("round"), field("members").alias("view"))
-    modern = events.where(F.col("kind") == "leader_assignment").select(
-        "trial", "ts_ns", F.col("generation").alias("round"),
-        F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view"))
-    views = _in_window(legacy.unionByName(modern), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
-    return (views.groupBy(*KEYS, "round").agg(F.countDistinct("view").alias("n"))
-            .groupBy(*KEYS).agg(F.max("n").alias("view_divergence")))
+    """Per window, until convergence: the most distinct views in one round, and the stale views."""
+    views = _in_window(view_rounds(events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
+    per_round = views.groupBy(*KEYS, "round").agg(F.countDistinct("view").alias("n"),
+                                                  F.count(F.when(F.col("stale"), 1)).alias("stale"))
+    return per_round.groupBy(*KEYS).agg(F.max("n").alias("view_divergence"), F.sum("stale").alias("stale_views"))
 
 
 def _zombie_commits(ce: DataFrame, intervals: DataFrame) -> DataFrame:
@@ -217,7 +294,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
     intervals = ownership_intervals(ce)
     steps = owner_steps(events, intervals)
     parts = [
-        _tally(ce, windows, {"notifications_per_change": ("zk_watch_fired",),
+        _tally(node_watch_events(ce), windows, {"notifications_per_change": ("zk_watch_fired",),
                              "zk_requests_per_change": ("zk_read", "zk_write"),
                              "rebalance_attempts": ("rebalance_begin",),
                              "rebalance_failures": ("rebalance_failed", "consumer_failed"),
@@ -228,7 +305,10 @@ def change_metrics(events: DataFrame) -> DataFrame:
                until_converged=("coordinator_requests_per_change",)),
         _in_window(_zombie_commits(ce, intervals), windows).groupBy(*KEYS).agg(
             F.count(F.lit(1)).alias("zombie_commits_accepted")),
-        _ownership_per_window(steps, ownership_segments(steps), windows),
+        _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
+        _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(ce))), windows,
+                            ("_unprocessed_s", "double_processed_partition_s")).drop("_unprocessed_s"),
+        _complete_at_end(events, intervals, windows),
         _view_divergence(events, windows),
     ]
     out = windows
@@ -236,8 +316,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
         out = out.join(part, KEYS, "left")
     counts = ["notifications_per_change", "zk_requests_per_change", "coordinator_requests_per_change",
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
-              "unowned_partition_s", "double_owned_partition_s"]
-    return (out.fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
+              "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views"]
+    return (out.drop("members").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
             .withColumnRenamed("complete_at_end", "converged")
             .withColumn("control_messages_per_change", F.col("notifications_per_change")
                         + F.col("zk_requests_per_change") + F.col("coordinator_requests_per_change"))
@@ -256,9 +336,24 @@ def trial_metrics(events: DataFrame) -> DataFrame:
     dups = processed.groupBy("trial").agg(F.sum(F.col("times") - 1).alias("duplicates"),
                                           F.count(F.lit(1)).alias("messages_processed"))
     made = produced.groupBy("trial").agg(F.count(F.lit(1)).alias("messages_produced"))
+    fenced = (events.where((F.col("kind") == "commit") & (field("outcome") == "fenced"))
+              .groupBy("trial").agg(F.count(F.lit(1)).alias("commits_fenced")))
     trials = events.select("trial").distinct()
     return (trials.join(dups, "trial", "left").join(gaps, "trial", "left").join(made, "trial", "left")
-            .fillna(0, subset=["duplicates", "gaps", "messages_processed", "messages_produced"]))
+            .join(_backward_commits(events), "trial", "left").join(fenced, "trial", "left")
+            .fillna(0, subset=["duplicates", "gaps", "messages_processed", "messages_produced",
+                               "offsets_moved_backwards", "commits_fenced"]))
+
+
+def _backward_commits(events: DataFrame) -> DataFrame:
+    """trial, offsets_moved_backwards: accepted commits lower than one accepted before for the same partition."""
+    key = ["trial", "topic", "partition"]
+    before = Window.partitionBy(*key).orderBy("ts_ns").rowsBetween(Window.unboundedPreceding, -1)
+    commits = (events.where((F.col("kind") == "commit") & (field("outcome") == "accepted"))
+               .select(*key, "ts_ns", F.col("offset").alias("committed"))
+               .withColumn("highest_before", F.max("committed").over(before)))
+    return (commits.where(F.col("committed") < F.col("highest_before"))
+            .groupBy("trial").agg(F.count(F.lit(1)).alias("offsets_moved_backwards")))
 
 
 def cross_check(events: DataFrame) -> DataFrame:
@@ -273,13 +368,50 @@ def cross_check(events: DataFrame) -> DataFrame:
         *KEYS, F.col("b.ts_ns").alias("start_ns"), F.col("a.ts_ns").alias("stop_ns"),
         (F.col("a.triggered") - F.col("b.triggered")).alias("server_notifications"),
         (F.col("a.zk_packets_received") - F.col("b.zk_packets_received")).alias("server_packets_received"))
-    counted = _tally(events, spans, {"client_notifications": ("zk_watch_fired",),
+    counted = _tally(node_watch_events(events), spans, {"client_notifications": ("zk_watch_fired",),
                                      "client_requests": ("zk_read", "zk_write")})
     out = spans.join(counted, KEYS, "left").fillna(0, subset=["client_notifications", "client_requests"])
-    problem = (F.when(F.col("client_notifications") != F.col("server_notifications"),
+    # A fault on a consumer (pause, cut) lets its session expire with notifications queued for it: the
+    # server counts them as triggered, the client never gets them. Equality is checked on membership changes.
+    kinds = change_windows(events).select(*KEYS, "change")
+    out = out.join(kinds, KEYS, "left")
+    membership = F.col("change").isin(*MEMBERSHIP_CHANGES)
+    problem = (F.when(membership & (F.col("client_notifications") != F.col("server_notifications")),
                       F.format_string("change %d: clients recorded %d watch notifications, the server triggered %d",
                                       "change_index", "client_notifications", "server_notifications"))
                .when(F.col("client_requests") > F.col("server_packets_received"),
                      F.format_string("change %d: clients recorded %d ZooKeeper requests, the server received only "
                                      "%d packets", "change_index", "client_requests", "server_packets_received")))
-    return out.withColumn("cross_check_problem", problem).drop("start_ns", "stop_ns")
+    return out.withColumn("cross_check_problem", problem).drop("start_ns", "stop_ns", "change")
+
+
+#: the events a timeline marks: what the scenario did, and when consumers rebalanced or were told off
+TIMELINE_MARKS = ("change", "membership", "fault", "converged", "not_converged", "assigned", "session_expired",
+                  "generation_reset")
+
+
+def timelines(events: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(stretches, marks) for drawing each trial's partitions over time, seconds from the trial's `setup`.
+
+    stretches: trial, actor, partition, start_s, stop_s, messages (`processing_intervals`);
+    marks: trial, t_s, actor, kind, label (the scenario's changes, faults and convergence; the
+    consumers' `assigned`, `session_expired` and `generation_reset`; fenced commits).
+    """
+    origin = (events.where((F.col("actor") == "scenario") & (F.col("kind") == "setup"))
+              .groupBy("trial").agg(F.min("ts_ns").alias("t0")))
+
+    def seconds(c: str) -> Column:
+        return F.round((F.col(c) - F.col("t0")) / NS_PER_S, 3)
+
+    ce = consumer_events(events)
+    stretches = (processing_intervals(ce).join(origin, "trial")
+                 .select("trial", "actor", "partition", seconds("start_ns").alias("start_s"),
+                         seconds("stop_ns").alias("stop_s"), "messages"))
+    label = F.coalesce(field("action"), field("change"), F.col("error"), F.lit(""))
+    fenced = (F.col("kind") == "commit") & (field("outcome") == "fenced")
+    marks = (events.where(F.col("kind").isin(*TIMELINE_MARKS) | fenced).join(origin, "trial")
+             .select("trial", seconds("ts_ns").alias("t_s"), "actor",
+                     F.when(fenced, F.lit("commit_fenced")).otherwise(F.col("kind")).alias("kind"),
+                     F.concat_ws(" ", label, F.coalesce(field("target"), F.col("member"), F.lit(""))).alias("label"))
+             .dropDuplicates(["trial", "t_s", "actor", "kind"]))
+    return stretches, marks

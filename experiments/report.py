@@ -22,9 +22,11 @@ import pandas as pd  # noqa: E402
 
 from lab_cluster.errors import LabError  # noqa: E402
 
-from . import herd  # noqa: E402
+from . import herd, report_faults, split_brain, zombie  # noqa: E402
 
 SOURCES = ("summary.csv", "environment.json", "configs.json")
+#: written by runs with fault experiments: the timelines' data
+TIMELINE_SOURCES = ("timelines.csv", "marks.csv")
 HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("zk_requests_per_change", "ZK requests"), ("coordinator_requests_per_change", "coordinator requests"),
               ("control_messages_per_change", "control messages"), ("rebalance_attempts", "attempts"),
@@ -53,12 +55,19 @@ def render(run_dir: Path, out: Path = Path("REPORT.md")) -> Path:
     report_dir = out.parent / "report"
     figures = report_dir / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    have_timelines = all((run_dir / name).exists() for name in TIMELINE_SOURCES)
     if run_dir.resolve() != report_dir.resolve():
-        for name in SOURCES:
+        for name in SOURCES + (TIMELINE_SOURCES if have_timelines else ()):
             shutil.copyfile(run_dir / name, report_dir / name)
+    timelines = tuple(pd.read_csv(run_dir / name) for name in TIMELINE_SOURCES) if have_timelines else None
     parts = [_header(env), _environment(env)]
     if (summary.experiment == herd.NAME).any():
         parts.append(_herd(summary[summary.experiment == herd.NAME], configs, env, figures, out.parent))
+    for experiment, section in ((split_brain, report_faults.split_brain_section),
+                                (zombie, report_faults.zombie_section)):
+        rows = summary[summary.experiment == experiment.NAME]
+        if not rows.empty:
+            parts.append(section(rows, env, figures, out.parent, _table, timelines))
     parts.append(_failures(summary))
     parts.append(_cross_check(summary))
     out.write_text("\n\n".join(p.strip() for p in parts if p) + "\n")
@@ -206,12 +215,16 @@ def _cross_check(summary: pd.DataFrame) -> str:
     ok = summary[summary.status == "ok"]
     if ok.empty:
         return ""
-    agree = (ok.client_notifications == ok.server_notifications).sum()
-    return f"""## Cross-check with the server
+    judged = ok[ok.change.isin(("join", "leave", "churn"))]
+    agree = (judged.client_notifications == judged.server_notifications).sum()
+    return f"""## Cross-check with the servers
 
-Around every change the runner read ZooKeeper's `mntr`; the clients'
-recorded watch notifications equal the watchers the server triggered in
-{agree} of {len(ok)} changes (a disagreement fails the trial), and the clients'
-recorded requests never exceed the packets the server received (
+Around every change the runner read every ZooKeeper server's `mntr`; in the
+changes of membership alone (join, leave, churn) the clients' recorded watch
+notifications equal the watchers the servers triggered in {agree} of
+{len(judged)} changes (a disagreement fails the trial; around a pause or a cut
+the victim's session expires with notifications the server triggered and the
+client never received, so those windows are not judged), and the clients'
+recorded requests never exceed the packets the servers received (
 {int(ok.client_requests.sum()):,} requests recorded, {int(ok.server_packets_received.sum()):,} packets
 received, which also counts pings and brokers' requests)."""

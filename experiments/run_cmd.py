@@ -22,9 +22,9 @@ from rich.table import Table
 
 from lab_cluster.errors import LabError
 
-from . import herd, store
+from . import herd, split_brain, store, zombie
 
-EXPERIMENTS = {herd.NAME: herd}
+EXPERIMENTS = {m.NAME: m for m in (herd, split_brain, zombie)}
 
 
 def add_parsers(sub) -> None:
@@ -34,7 +34,7 @@ def add_parsers(sub) -> None:
     run.add_argument("--designs", default="legacy,modern", help="comma-separated: legacy, modern")
     run.add_argument("--consumers", help="comma-separated group sizes (default: the profile's)")
     run.add_argument("--partitions", type=int, help="partitions of the topic (default: the profile's)")
-    run.add_argument("--seeds", type=int, default=1, help="repetitions of each trial")
+    run.add_argument("--seeds", type=int, help="repetitions of each trial (default: the profile's, else 1)")
     run.add_argument("--out", help="run directory or URI (default: runs/<time>-<experiment>-<profile>)")
     run.set_defaults(run=run_experiment)
     reproduce = sub.add_parser("reproduce", help="run every experiment and render REPORT.md")

@@ -1,36 +1,62 @@
 """One trial: a fresh cluster, one consumer group, a scripted change, everything stopped after.
 
-A `TrialSpec` says what to run: the experiment, the design (`legacy` or
-`modern`), the group size N, the partitions P, the producer's rate, the seed,
-consumer config overrides and the scenario's steps. `run_trial(spec, dir)`
-then, in order:
+A `TrialSpec` says what to run: the experiment and its variant, the design
+(`legacy` or `modern`), the group size N, the partitions P, the producer's
+rate, the seed, consumer config overrides, the ZooKeeper ensemble's size, how
+the group is laid out over processes, a follower's quorum delay and the
+scenario's steps. `run_trial(spec, dir)` then, in order:
 
-1. provisions its own ZooKeeper (one server; the backend `LAB_ZK_BACKEND`
-   picks), three brokers (which host the group coordinator, as Kafka 0.9+
-   brokers do; ZooKeeper-era consumers never ask for it), topic `t` with P
-   partitions and a producer;
-2. starts the group: one process hosting N consumers `c1..cN`
-   (`python -m legacy_zk.host` or `python -m modern_coord.host`) and waits
-   until it has converged (`GroupWatch`);
-3. runs each step: records `zk_server_counters` (the server's `mntr`), records
-   the `change`, does it (`join`: a consumer `j1` in its own process; `leave`:
-   `j1` stops gracefully), waits until the group has converged on its new
-   membership or the step's limit has passed, waits `settle_s`, and records
-   the server counters again;
+1. provisions its own ZooKeeper (`zk_servers`: 1 or 3; the backend
+   `LAB_ZK_BACKEND` picks), three brokers (which host the group coordinator,
+   as Kafka 0.9+ brokers do; ZooKeeper-era consumers never ask for it; broker
+   b holds its session on server b mod S), topic `t` with P partitions and a
+   producer;
+2. starts the group `c1..cN`: `layout="shared"` runs them in one process
+   (`python -m legacy_zk.host --count N` or `modern_coord.host`);
+   `layout="spread"` runs each in its own process, so that a fault can pause
+   one alone, and pins the k-th consumer started to ZooKeeper server k mod S
+   (its connect string names that server only: a real 0.8 consumer listed
+   every server and its client picked one at random; pinning makes the spread
+   the same in every trial). It waits until the group has converged
+   (`GroupWatch`), then, if `follower_delay_ms` > 0, delays one follower's
+   quorum link to the leader (a `quorum_delay` fault) until the end;
+3. runs each step: records `zk_server_counters` (the servers' `mntr`, summed),
+   records the `change`, does it, waits until the group has converged on its
+   new membership or the limit has passed, waits `settle_s`, and records the
+   server counters again. The steps:
+
+   | step     | what                                                             | members after |
+   |----------|------------------------------------------------------------------|---------------|
+   | `join`   | a new consumer `j<k>` starts in its own process                   | + j<k>        |
+   | `leave`  | the newest joiner stops gracefully                                | - it          |
+   | `churn`  | `j<k>` joins, `j<k+1>` joins, `j<k>` leaves, `churn_gap_s` apart  | + j<k+1>      |
+   | `pause`  | SIGSTOP the victim `c1` (a GC pause past its session timeout)     | - c1          |
+   | `resume` | SIGCONT it: it wakes up believing it still owns its partitions    | + c1          |
+   | `cut`    | blackhole the victim's link to ZooKeeper (legacy) or to its       | - c1          |
+   |          | coordinator (modern); its links to the brokers stay up            |               |
+   | `heal`   | let that link pass again                                          | + c1          |
+
+   `pause`, `cut` and the hold after them last `hold_s` beyond convergence,
+   so that the survivors process (and commit) what the victim had;
 4. records `end` and stops everything (consumers first, then the producer,
-   brokers and ZooKeeper), on success, failure and Ctrl-C alike.
+   brokers, fault proxies and ZooKeeper), on success, failure and Ctrl-C alike.
 
 The scenario's own events go to the `scenario` actor's trace in the trial's
-directory beside everyone else's, on the same monotonic clock, so the
-analysis (`experiments/metrics.py`) cuts the traces into one window per change
-without trusting anything the runner measured itself. The runner returns a
+directory beside everyone else's, on the same monotonic clock (`change`,
+`membership`, `converged`, `not_converged`, `member_started`, and every
+`fault` through `lab_cluster.faults.Faults`), so the analysis
+(`experiments/metrics.py`) cuts the traces into one window per change without
+trusting anything the runner measured itself. The runner returns a
 `TrialResult`: `ok`, or `failed` with its reason (a group that never converged,
-a consumer that gave up, a process that died). A failed trial keeps its
-traces, for reading, and is never analysed as if it had succeeded.
+a consumer that gave up, a process that died). When `converge_required` is
+false (split brain: a ZooKeeper-era group may give up rebalancing, and that is
+the finding), a change that does not converge is recorded as `not_converged`
+and the trial goes on. A failed trial keeps its traces, for reading, and is
+never analysed as if it had succeeded.
 
 Usage::
 
-    spec = TrialSpec("herd", "legacy", consumers=4, partitions=16)
+    spec = TrialSpec("zombie", "legacy", consumers=2, partitions=4, layout="spread", steps=("pause", "resume"))
     result = run_trial(spec, Path("runs/x/trials") / spec.trial_id)
 """
 
@@ -48,8 +74,11 @@ from lab_cluster import fourlw
 from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
 from lab_cluster.consumer_host import actor_names
 from lab_cluster.errors import LabError
+from lab_cluster.faultproxy import Mode
+from lab_cluster.faults import Faults, Link, zk_link
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
+from lab_cluster.wire import WireClient
 from lab_cluster.zk import provision
 
 from .group_watch import GroupWatch
@@ -67,7 +96,9 @@ OFFSET_RESET = {"legacy": {"auto.offset.reset": "smallest"}, "modern": {"auto.of
 SERVER_COUNTERS = ("zk_packets_received", "zk_packets_sent", "zk_watch_count", "zk_num_alive_connections",
                    "zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                    "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
-STEP_ACTIONS = ("join", "leave")
+STEP_ACTIONS = ("join", "leave", "churn", "pause", "resume", "cut", "heal")
+LAYOUTS = ("shared", "spread")
+VICTIM = "c1"
 
 
 @dataclass(frozen=True)
@@ -86,6 +117,16 @@ class TrialSpec:
     converge_limit_s: float = 90.0
     settle_s: float = 1.0
     brokers: int = 3
+    #: what sets this trial apart within its experiment (part of the trial id), e.g. `delay-1000`, `pause`
+    variant: str = ""
+    zk_servers: int = 1
+    layout: str = "shared"
+    #: one follower's quorum link to the leader is delayed by this much, each way, from the first step on
+    follower_delay_ms: int = 0
+    churn_gap_s: float = 0.5
+    #: how long a paused or cut-off victim stays so after the group has converged without it
+    hold_s: float = 0.0
+    converge_required: bool = True
 
     def __post_init__(self):
         if self.design not in HOSTS:
@@ -96,6 +137,12 @@ class TrialSpec:
         unknown = [s for s in self.steps if s not in STEP_ACTIONS]
         if unknown:
             raise LabError(f"Unknown scenario step(s): {', '.join(unknown)}.", f"Use: {', '.join(STEP_ACTIONS)}.")
+        if self.layout not in LAYOUTS:
+            raise LabError(f"Unknown layout {self.layout!r}.", f"Use one of: {', '.join(LAYOUTS)}.")
+        if self.layout == "shared" and {"pause", "resume", "cut", "heal"} & set(self.steps):
+            raise LabError("A fault on the victim c1 needs it in a process of its own.", 'Use layout="spread".')
+        if self.follower_delay_ms and self.zk_servers < 3:
+            raise LabError("A follower's quorum link needs an ensemble.", "Use zk_servers=3 with follower_delay_ms.")
 
     @property
     def phases(self) -> int:
@@ -104,7 +151,9 @@ class TrialSpec:
 
     @property
     def trial_id(self) -> str:
-        return f"{self.experiment}-{self.design}-n{self.consumers}-p{self.partitions}-s{self.seed}-r{self.repetition}"
+        variant = f"-{self.variant}" if self.variant else ""
+        return (f"{self.experiment}{variant}-{self.design}-n{self.consumers}-p{self.partitions}-s{self.seed}"
+                f"-r{self.repetition}")
 
     def as_row(self) -> dict:
         """The spec as flat values (lists as JSON), with its `trial` id: a grid row, a line of grid.json."""
@@ -158,7 +207,12 @@ class _Scenario:
     def __init__(self, spec: TrialSpec, trial_dir: Path, trace: TraceRecorder, stack: ExitStack, environment: dict):
         self.spec, self.dir, self.trace, self.stack, self.environment = spec, trial_dir, trace, stack, environment
         self.watch = GroupWatch(spec.design, spec.partitions)
-        self.joiner: LabProcess | None = None
+        self.faults = Faults(trace)
+        self.members: dict[str, LabProcess] = {}  # the processes of consumers started one by one
+        self.joined: list[str] = []  # joiners still running, oldest first
+        self.joins = 0  # joiners started so far: the next is j<joins + 1>
+        self.started = 0  # consumers started so far: the k-th is pinned to ZooKeeper server k mod S
+        self.victim_link: Link | None = None
 
     def progress(self, phase: str, done: int) -> None:
         """Where the trial is, for the driver's progress bars (`progress.json` in the trial's directory)."""
@@ -168,19 +222,17 @@ class _Scenario:
     def run(self) -> None:
         spec = self.spec
         self.progress("starting ZooKeeper", 0)
-        zk = provision(servers=1)
+        self.zk = zk = provision(servers=spec.zk_servers)
         self.stack.callback(zk.close)
         self.environment.update(zk.describe())
-        self.server = zk.servers[0].connect.split(":")
         admin = KazooClient(hosts=zk.connect, timeout=10)
         admin.start(timeout=30)
         self.stack.callback(lambda: (admin.stop(), admin.close()))
         self.progress("starting brokers", 1)
-        brokers = [self._broker(i, zk.connect) for i in range(1, spec.brokers + 1)]
+        brokers = [self._broker(i) for i in range(1, spec.brokers + 1)]
         create_topic(admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
         wait_for_metadata(admin, TOPIC, spec.partitions)
         self.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
-        self.zk_connect = zk.connect
         self.trace.record("setup", topic=TOPIC, partitions=spec.partitions, consumers=spec.consumers,
                           group=GROUP, spec=spec.as_row(), **self.environment)
         if spec.rate > 0:
@@ -189,31 +241,73 @@ class _Scenario:
                                    str(self.dir), "--trial", spec.trial_id], self.dir / "proc" / "producer.log")
             self.stack.callback(producer.stop)
         self.progress(f"forming a group of {spec.consumers}", 2)
-        group = self._consumers("c", spec.consumers)
+        if {"cut", "heal"} & set(spec.steps):
+            self.victim_link = self._victim_link()
         members = actor_names("c", spec.consumers)
+        group = self._consumers("c", spec.consumers) if spec.layout == "shared" else None
+        if group is None:
+            for name in members:
+                self._start_member(name)
         self._wait_converged(members, since_ns=0, what="the initial group")
-        self.trace.record("converged", index=0, members=members)
+        if spec.follower_delay_ms:
+            leader = zk.leader()
+            follower = zk.followers()[0]
+            self.faults.quorum_delay(zk, follower.sid, leader.sid, spec.follower_delay_ms)
+            self.stack.callback(lambda: zk.quorum_link(follower.sid, leader.sid).set_mode(Mode.PASS))
         for index, step in enumerate(spec.steps, start=1):
             self.progress(f"step {index}: {step}", 2 + index)
             members = self._step(index, step, members)
         self.progress("stopping", spec.phases)
         self.trace.record("end")
-        # the group stops as one (its host stops every consumer at once), before the cluster under it
-        group.stop()
+        # the group stops as one (a shared host stops every consumer at once), before the cluster under it
+        for process in [group, *self.members.values()]:
+            if process is not None:
+                process.stop()
 
     # -- the pieces ------------------------------------------------------------------
-    def _broker(self, broker_id: int, connect: str) -> BrokerProcess:
-        broker = BrokerProcess(broker_id, connect, self.dir, trial=self.spec.trial_id, session_timeout_ms=6000,
-                               plugins=(COORDINATOR_PLUGIN,))
+    def _server(self, k: int) -> str:
+        """The connect string of ZooKeeper server k mod S, with the ensemble's chroot."""
+        servers = self.zk.servers
+        return servers[k % len(servers)].connect + self.zk.chroot
+
+    def _broker(self, broker_id: int) -> BrokerProcess:
+        broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
+                               session_timeout_ms=6000, plugins=(COORDINATOR_PLUGIN,))
         self.stack.callback(broker.stop)
         return broker
 
-    def _consumers(self, name: str, count: int) -> LabProcess:
+    def _victim_link(self) -> Link:
+        """The victim's own path to ZooKeeper (legacy) or to its coordinator (modern), for `cut` and `heal`."""
+        if self.spec.design == "legacy":
+            link = zk_link(self.zk, f"{VICTIM}-zk")
+        else:
+            link = Link(f"{VICTIM}-coordinator", [self._find_coordinator()])
+        self.stack.callback(link.close)
+        return link
+
+    def _find_coordinator(self) -> tuple[str, int]:
+        host, port = self.bootstrap.split(",")[0].split(":")
+        deadline = time.monotonic() + 60
+        client = WireClient(host, int(port), client_id="scenario", timeout_s=10)
+        try:
+            while True:
+                answer = client.request("FindCoordinator", group_id=GROUP)
+                if answer.get("error_code", 0) == 0:
+                    return answer["host"], int(answer["port"])
+                if time.monotonic() > deadline:
+                    raise TrialFailed(f"no coordinator for {GROUP} within 60 s: {answer}")
+                time.sleep(0.2)
+        finally:
+            client.close()
+
+    def _consumers(self, name: str, count: int, address: str | None = None,
+                   extra: dict[str, str] | None = None) -> LabProcess:
         module, address_flag = HOSTS[self.spec.design]
-        address = self.zk_connect if self.spec.design == "legacy" else self.bootstrap
+        address = address or (self.zk.connect if self.spec.design == "legacy" else self.bootstrap)
         args = [address_flag, address, "--group", GROUP, "--topic", TOPIC, "--count", str(count),
                 "--trial-dir", str(self.dir), "--trial", self.spec.trial_id, "--name", name]
-        overrides = {**OFFSET_RESET[self.spec.design], **dict(o.split("=", 1) for o in self.spec.overrides)}
+        overrides = {**OFFSET_RESET[self.spec.design], **dict(o.split("=", 1) for o in self.spec.overrides),
+                     **(extra or {})}
         for key, value in overrides.items():
             args += ["--config", f"{key}={value}"]
         process = LabProcess(f"consumers-{name}", module, args, self.dir / "proc" / f"consumers-{name}.log",
@@ -221,37 +315,101 @@ class _Scenario:
         self.stack.callback(process.stop)
         return process
 
+    def _start_member(self, name: str) -> None:
+        """One consumer in its own process; ZooKeeper-era ones pinned to a server (the victim: through its link)."""
+        address, extra = None, {}
+        if self.spec.design == "legacy":
+            if name == VICTIM and self.victim_link is not None:
+                address = self.victim_link.connect
+            elif self.spec.layout == "spread":
+                address = self._server(self.started)
+        elif name == VICTIM and self.victim_link is not None:
+            extra["lab.coordinator.via"] = self.victim_link.connect
+        self.members[name] = self._consumers(name, 1, address, extra)
+        self.trace.record("member_started", member=name, address=address or "",
+                          pid=self.members[name].pid, **extra)
+        self.started += 1
+
+    def _stop_member(self, name: str) -> None:
+        self.members.pop(name).stop()
+        self.watch.forget(name)
+
     def _server_counters(self, index: int, at: str) -> None:
-        host, port = self.server
-        values = fourlw.mntr(host, int(port))
-        self.trace.record("zk_server_counters", index=index, at=at,
-                          counters={k: values.get(k, 0) for k in SERVER_COUNTERS})
+        """`mntr` of every server, summed (the cross-check's server side)."""
+        totals = dict.fromkeys(SERVER_COUNTERS, 0)
+        for server in self.zk.servers:
+            host, port = server.connect.split(":")
+            values = fourlw.mntr(host, int(port))
+            for k in SERVER_COUNTERS:
+                totals[k] += int(values.get(k, 0))
+        self.trace.record("zk_server_counters", index=index, at=at, counters=totals)
+
+    def _join(self) -> str:
+        self.joins += 1
+        name = f"j{self.joins}"
+        self.trace.record("membership", action="join", member=name)
+        self._start_member(name)
+        self.joined.append(name)
+        return name
+
+    def _leave(self, name: str) -> None:
+        self.trace.record("membership", action="leave", member=name)
+        self._stop_member(name)
+        self.joined.remove(name)
 
     def _step(self, index: int, step: str, members: list[str]) -> list[str]:
+        spec = self.spec
         self._server_counters(index, "before")
+        after = self._members_after(step, members)
+        since = self.trace.record("change", index=index, change=step, member=after[1],
+                                  members_before=len(members), members_after=len(after[0]), members=after[0])
         if step == "join":
-            if self.joiner is not None:
-                raise TrialFailed("the scenario joins j1 twice")
-            after = members + ["j1"]
-            since = self.trace.record("change", index=index, change="join", member="j1",
-                                      members_before=len(members), members_after=len(after))
-            self.joiner = self._consumers("j1", 1)
-        else:
-            if self.joiner is None:
-                raise TrialFailed("the scenario's leave has no joined consumer to stop")
-            after = [m for m in members if m != "j1"]
-            since = self.trace.record("change", index=index, change="leave", member="j1",
-                                      members_before=len(members), members_after=len(after))
-            self.joiner.stop()
-            self.joiner = None
-            self.watch.forget("j1")
-        self._wait_converged(after, since_ns=since, what=f"step {index} ({step})")
-        self.trace.record("converged", index=index, members=after)
-        time.sleep(self.spec.settle_s)
+            self._join()
+        elif step == "leave":
+            self._leave(self.joined[-1])
+        elif step == "churn":
+            first = self._join()
+            time.sleep(spec.churn_gap_s)
+            self._join()
+            time.sleep(spec.churn_gap_s)
+            self._leave(first)
+        elif step == "pause":
+            self.faults.pause(self.members[VICTIM])
+        elif step == "resume":
+            self.faults.resume(self.members[VICTIM])
+        elif step == "cut":
+            self.faults.link(self.victim_link, Mode.BLACKHOLE)
+        elif step == "heal":
+            self.faults.link(self.victim_link, Mode.PASS)
+        self._wait_converged(after[0], since_ns=since, what=f"step {index} ({step})", index=index)
+        if step in ("pause", "cut"):
+            time.sleep(spec.hold_s)
+        time.sleep(spec.settle_s)
         self._server_counters(index, "after")
-        return after
+        return after[0]
 
-    def _wait_converged(self, members: list[str], since_ns: int, what: str) -> None:
+    def _members_after(self, step: str, members: list[str]) -> tuple[list[str], str]:
+        """The membership a step leads to, and the member it is about."""
+        n = self.joins
+        if step == "join":
+            return members + [f"j{n + 1}"], f"j{n + 1}"
+        if step == "leave":
+            if not self.joined:
+                raise TrialFailed("the scenario's leave has no joined consumer to stop")
+            return [m for m in members if m != self.joined[-1]], self.joined[-1]
+        if step == "churn":
+            return members + [f"j{n + 2}"], f"j{n + 1},j{n + 2}"
+        if VICTIM not in self.members:
+            raise TrialFailed(f"the step {step} needs the victim {VICTIM} in a process of its own")
+        if step in ("pause", "cut"):
+            return [m for m in members if m != VICTIM], VICTIM
+        return members + [VICTIM] if VICTIM not in members else members, VICTIM
+
+    def _wait_converged(self, members: list[str], since_ns: int, what: str, index: int = 0) -> None:
         problem = self.watch.wait_converged(members, since_ns, self.spec.converge_limit_s)
-        if problem:
+        if problem is None:
+            self.trace.record("converged", index=index, members=members)
+        elif self.spec.converge_required or index == 0:
             raise TrialFailed(f"{what} did not converge within {self.spec.converge_limit_s:.0f} s: {problem}")
+        else:
+            self.trace.record("not_converged", index=index, members=members, problem=problem)

@@ -20,6 +20,7 @@ Kafka 0.8's `ConsumerConfig` keys the lab implements, and the lab's own:
 | `streams` | 1 | lab: consumer threads (streams) per consumer, each a `<consumerId>-<n>` thread id |
 | `fetch.max.records` | 500 | lab: records per Fetch request |
 | `fetch.wait.max.ms` | 100 | Kafka 0.8's name: how long a Fetch waits for new data |
+| `lab.processing.ms` | 0 | lab: time the application spends on each record (a zombie wakes up behind) |
 
 `watch_broker_ids`: the mission describes every consumer watching
 `/brokers/ids`; Kafka 0.8.2.2's code armed that watch only when a rebalance
@@ -58,6 +59,7 @@ class ConsumerConfig:
     watch_broker_ids: str = "always"
     streams: int = 1
     fetch_max_records: int = 500
+    lab_processing_ms: int = 0
     fetch_wait_max_ms: int = 100
 
     @staticmethod
@@ -85,6 +87,7 @@ class ConsumerConfig:
             (self.watch_broker_ids in ("always", "when_empty"), "watch_broker_ids must be always or when_empty"),
             (self.streams >= 1, "streams must be >= 1"),
             (self.fetch_max_records >= 1, "fetch.max.records must be >= 1"),
+            (self.lab_processing_ms >= 0, "lab.processing.ms must be >= 0"),
             (self.fetch_wait_max_ms >= 0, "fetch.wait.max.ms must be >= 0"),
         ]
         check_all(checks)

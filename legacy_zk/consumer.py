@@ -221,7 +221,8 @@ class LegacyConsumer:
                 self._committed[(topic, partition)] = position
                 self._fetchers[(topic, partition)] = PartitionFetcher(
                     topic, partition, position, thread_id, self.trace, view.brokers,
-                    max_records=self.config.fetch_max_records, max_wait_ms=self.config.fetch_wait_max_ms).start()
+                    max_records=self.config.fetch_max_records, max_wait_ms=self.config.fetch_wait_max_ms,
+                    processing_ms=self.config.lab_processing_ms).start()
         self.trace.record("assigned", member=self.consumer_id,
                           partitions=[[t, p] for t, p in decision], cversion=view.cversion)
         return True

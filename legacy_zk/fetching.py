@@ -22,13 +22,15 @@ from lab_cluster.wire import ErrorCode, WireClient, WireError
 
 class PartitionFetcher:
     def __init__(self, topic: str, partition: int, position: int, thread_id: str, trace: TraceRecorder,
-                 brokers: dict[int, tuple[str, int]], *, max_records: int = 500, max_wait_ms: int = 100):
+                 brokers: dict[int, tuple[str, int]], *, max_records: int = 500, max_wait_ms: int = 100,
+                 processing_ms: int = 0):
         self.topic, self.partition = topic, partition
         self.position = position
         self.thread_id = thread_id
         self.trace = trace
         self.brokers = dict(brokers)
         self.max_records, self.max_wait_ms = max_records, max_wait_ms
+        self.processing_s = processing_ms / 1000
         self._stop = threading.Event()
         self._client: WireClient | None = None
         self._thread = threading.Thread(target=self._run, name=f"fetch-{topic}-{partition}", daemon=True)
@@ -72,6 +74,8 @@ class PartitionFetcher:
                 self._stop.wait(0.05)
                 continue
             for record in records:
+                if self.processing_s and self._stop.wait(self.processing_s):  # the application's work
+                    break
                 if self._stop.is_set():
                     break  # stopped mid-batch: what is not processed stays for the next owner
                 self.trace.record("processed", topic=self.topic, partition=self.partition,

@@ -16,6 +16,13 @@
 | `request.timeout.ms` | 30000 | how long to wait for an answer (JoinGroup: rebalance timeout + 5 s, as Kafka) |
 | `fetch.max.wait.ms` | 500 | how long one Fetch may wait for data |
 | `max.poll.records` | 500 | records per Fetch request |
+| `lab.processing.ms` | 0 | lab only: time the application spends on each record |
+| `lab.coordinator.via` | (none) | lab only, not Kafka: reach the coordinator through this `host:port` (a fault proxy) |
+
+`lab.coordinator.via` exists so that the zombie experiment can cut one
+member's link to its coordinator while its links to the partition leaders stay
+up: FindCoordinator still answers with the coordinator's own address, and the
+member then connects to this address instead (the proxy forwards it there).
 
 Kafka 3.x lists `range` then `cooperative-sticky` as its default strategy; the
 lab builds only eager assignors, so its default is `range` alone (the
@@ -55,6 +62,8 @@ class ConsumerConfig:
     request_timeout_ms: int = 30000
     fetch_max_wait_ms: int = 500
     max_poll_records: int = 500
+    lab_processing_ms: int = 0
+    lab_coordinator_via: str = ""
 
     @staticmethod
     def key_of(field_name: str) -> str:
@@ -80,10 +89,23 @@ class ConsumerConfig:
             out.append((host, int(port)))
         return out
 
+    @property
+    def coordinator_via(self) -> tuple[str, int] | None:
+        if not self.lab_coordinator_via:
+            return None
+        host, _, port = self.lab_coordinator_via.rpartition(":")
+        return host, int(port)
+
     def _validate(self) -> None:
         def bootstrap_ok():
             try:
                 return bool(self.bootstrap)
+            except ValueError:
+                return False
+
+        def via_ok():
+            try:
+                return self.coordinator_via[1] > 0
             except ValueError:
                 return False
         checks = [
@@ -100,6 +122,9 @@ class ConsumerConfig:
             (self.request_timeout_ms > 0, "request.timeout.ms must be > 0"),
             (self.fetch_max_wait_ms >= 0, "fetch.max.wait.ms must be >= 0"),
             (self.max_poll_records >= 1, "max.poll.records must be >= 1"),
+            (self.lab_processing_ms >= 0, "lab.processing.ms must be >= 0"),
+            (not self.lab_coordinator_via or via_ok(), f"lab.coordinator.via={self.lab_coordinator_via!r} must be "
+                                                       "host:port"),
         ]
         check_all(checks)
 

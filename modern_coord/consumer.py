@@ -100,7 +100,7 @@ class ModernConsumer:
                                    max_poll_interval_ms=config.max_poll_interval_ms,
                                    retry_backoff_ms=config.retry_backoff_ms, now_ms=now_ms())
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
-                               timeout_s=config.request_timeout_ms / 1000)
+                               timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms)
         self._last_commit_ms = now_ms()
         self._poll_thread = threading.Thread(target=self._poll_loop, name=f"poll-{name}", daemon=True)
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{name}", daemon=True)
@@ -186,12 +186,12 @@ class ModernConsumer:
             self.trace.record("find_coordinator", error=error.name, node=answer.get("node_id"))
             if error is E.NONE:
                 timeout = self.config.request_timeout_ms / 1000
+                # lab only: the route through a fault proxy, if the experiment gave one (see config.py)
+                address = self.config.coordinator_via or (answer["host"], answer["port"])
                 with self._lock:
-                    self._coordinator = (answer["host"], answer["port"])
-                    self._coord_client = WireClient(answer["host"], answer["port"],
-                                                    client_id=self.config.client_id, timeout_s=timeout)
-                    self._hb_client = WireClient(answer["host"], answer["port"],
-                                                 client_id=self.config.client_id, timeout_s=timeout)
+                    self._coordinator = address
+                    self._coord_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
+                    self._hb_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
                 return True
             if error in FATAL:
                 raise ConsumerFailed(f"FindCoordinator: {error.name}: {answer.get('message', '')}")

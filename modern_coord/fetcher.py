@@ -10,6 +10,7 @@ a broken connection. It never talks to ZooKeeper.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from lab_cluster.broker.client import metadata_from_any
@@ -19,8 +20,10 @@ from .member import TopicPartition
 
 
 class Fetcher:
-    def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, *, max_records: int, timeout_s: float):
+    def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, *, max_records: int, timeout_s: float,
+                 processing_ms: int = 0):
         self.bootstrap = list(bootstrap)
+        self.processing_s = processing_ms / 1000
         self.client_id = client_id
         self.max_records = max_records
         self.timeout_s = timeout_s
@@ -85,6 +88,8 @@ class Fetcher:
             self._forget(tp)
             return position
         for record in records:
+            if self.processing_s:
+                time.sleep(self.processing_s)  # the application's work on the record
             if should_stop():
                 break  # what is not processed stays for the next owner
             on_record(tp, record["offset"])

@@ -60,18 +60,19 @@ def traces(tmp_path_factory):
         (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]]}),
         (10.1, "zk_watch_fired", {"path": "/consumers/g/ids"}),
         (10.3, "zk_read", {"op": "getChildren"}), (10.3, "zk_read", {"op": "getData"}),
-        (10.4, "view", {"members": ["a", "b"]}),
+        (10.4, "view", {"members": ["a", "b"], "cversion": 5}),
         (10.5, "revoked", {"partitions": [["t", 0], ["t", 1]]}),
         (10.5, "rebalance_begin", {"attempt": 1}),
-        (10.7, "view", {"members": ["a"]}),  # a stale read: a second view in this round
+        (10.7, "view", {"members": ["a"], "cversion": 4}),  # a stale read: older than one already read
         (11.0, "assigned", {"partitions": [["t", 0]]}),
         (13.0, "zk_read", {"op": "getData"})])  # after convergence: not part of the change's cost
     _write(a, "join", "c2", [
         (10.05, "consumer_start", {"config": {"group.id": "g"}}),
         (10.2, "zk_read", {"op": "getChildren"}), (10.2, "zk_write", {"op": "create"}),
         (10.2, "zk_read", {"op": "getData"}),
+        (10.25, "zk_watch_fired", {"event_type": "NONE", "zk_state": "CONNECTING"}),  # session news: not counted
         (10.3, "rebalance_begin", {"attempt": 1}),
-        (10.4, "view", {"members": ["a", "b"]}),
+        (10.4, "view", {"members": ["a", "b"], "cversion": 5}),
         (10.6, "owner_conflict", {"topic": "t", "partition": 1}),
         (10.6, "rebalance_begin", {"attempt": 2}),
         (12.0, "assigned", {"partitions": [["t", 1]]})])
@@ -91,7 +92,10 @@ def traces(tmp_path_factory):
         (1.0, "assigned", {"partitions": [["t", 0]]}),
         (8.0, "commit", {"topic": "t", "partition": 0, "offset": 6, "outcome": "accepted"}),  # a zombie's commit
         (8.5, "commit", {"topic": "t", "partition": 0, "offset": 6, "outcome": "fenced"}),   # refused: not counted
-        *[(1.0 + i / 10, "processed", {"topic": "t", "partition": 0, "offset": i}) for i in range(6)]],
+        (9.5, "commit", {"topic": "t", "partition": 0, "offset": 7, "outcome": "accepted"}),  # below c2's 8: backwards
+        *[(1.0 + i / 10, "processed", {"topic": "t", "partition": 0, "offset": i}) for i in range(6)],
+        (7.1, "processed", {"topic": "t", "partition": 0, "offset": 6}),  # 5.6 s after offset 5: a new stretch,
+        (7.3, "processed", {"topic": "t", "partition": 0, "offset": 7})],  # 7.1-7.3, beside c2's 7.0-7.4
         design="modern")
     _write(b, "zombie", "c2", [
         (0.6, "consumer_config", {"config": {}}),
@@ -141,7 +145,8 @@ def test_convergence_and_unowned_time(changes):
 
 
 def test_view_divergence(changes):
-    assert changes["join"]["view_divergence"] == 2  # [a, b] twice and the stale [a]
+    assert changes["join"]["view_divergence"] == 2  # [a, b] twice and the stale [a], in the round of cversion 5
+    assert changes["join"]["stale_views"] == 1  # c1 read cversion 4 after cversion 5 had been read
 
 
 def test_double_ownership_and_zombie_commits(changes):
@@ -149,14 +154,19 @@ def test_double_ownership_and_zombie_commits(changes):
     # c1 owns partition 0 to the end of its trace (99 s), c2 from 6 s: two owners from 6 s to the window's end, 20 s
     assert zombie["double_owned_partition_s"] == pytest.approx(14.0)
     assert zombie["unowned_partition_s"] == pytest.approx(0.0)
-    assert zombie["zombie_commits_accepted"] == 1  # c1's accepted commit at 8 s; its fenced one and c2's do not count
+    # c1's accepted commits at 8 s and 9.5 s; its fenced one and c2's do not count
+    assert zombie["zombie_commits_accepted"] == 2
+    assert zombie["double_processed_partition_s"] == pytest.approx(0.2)  # both processed partition 0, 7.1-7.3 s
     assert zombie["converged"] is False and zombie["convergence_ms"] is None
 
 
 def test_duplicates_and_gaps(events):
     per_trial = {r.trial: r for r in metrics.trial_metrics(events).collect()}
     zombie = per_trial["zombie"]
-    assert zombie.duplicates == 2  # offsets 4 and 5, processed by both
+    assert zombie.duplicates == 4  # offsets 4 to 7, processed by both
+    assert zombie.offsets_moved_backwards == 1  # c1's 7 at 9.5 s, after c2's 8 at 9 s
+    assert zombie.commits_fenced == 1
+    assert per_trial["join"].offsets_moved_backwards == 0
     assert zombie.gaps == 1  # offset 8: below the highest processed (9), never processed; 10 and 11 are not gaps
     assert zombie.messages_produced == 12
 

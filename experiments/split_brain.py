@@ -1,0 +1,84 @@
+"""The split-brain experiment: with a lagging ZooKeeper follower, do consumers compute from different views?
+
+For each design and each follower delay: a three-server ensemble, a group of
+N consumers each in its own process, the k-th holding its ZooKeeper session on
+server k mod 3 (so some sit on the lagging follower); once the group is stable
+one follower's quorum link to the leader is delayed (none, small, large), and
+membership churns: `j1` joins, `j2` joins, `j1` leaves, `churn_gap_s` apart.
+The coordinator-era group runs the same churn; only its brokers hold sessions
+on the same ensemble.
+
+A ZooKeeper follower serves reads from its own copy of the tree, which lags the
+leader by its quorum link's delay; its watches fire when it applies a change.
+The finding, checked by `findings()` (and by `pytest -m split_brain`):
+
+- ZooKeeper era: each consumer computes the range split from the membership
+  its own server shows it (`legacy_zk/rebalance.py: read_view`); with a lagging
+  follower, consumers in one round compute from different views (a
+  `view_divergence` above 1, `stale_views` above 0), and they disagree on who
+  owns what: claims are refused (`owner_conflicts`) and attempts fail;
+- coordinator era: only the group leader computes an assignment, from the
+  member list the coordinator gives it for that generation
+  (`modern_coord/coordinator/`), so every generation has exactly one view,
+  whatever the ensemble under the brokers does.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .herd import Finding
+from .trial import TrialSpec
+
+NAME = "split_brain"
+QUESTION = ("With a three-server ensemble and a lagging follower, do consumers compute their assignments from "
+            "different views, and do claims conflict, attempts fail, partitions get two owners?")
+#: the lagging follower's quorum-link delay, each way (syncLimit x tickTime = 4 s bounds the round trip)
+DELAYS_MS = {"none": 0, "small": 250, "large": 1000}
+PROFILES = {
+    "quick": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1},
+    "full": {"consumers": [4, 8], "partitions": 24, "rate": 2.0, "seeds": 3},
+}
+DESIGNS = ("legacy", "modern")
+
+
+def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+         partitions: int | None = None, seeds: int | None = None, delays: tuple[int, ...] | None = None
+         ) -> list[TrialSpec]:
+    p = PROFILES[profile]
+    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,
+                      variant=f"delay-{delay}", zk_servers=3, layout="spread", follower_delay_ms=delay,
+                      steps=("churn",), converge_required=False, converge_limit_s=45.0)
+            for delay in (delays or DELAYS_MS.values()) for design in designs
+            for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
+
+
+def per_delay(summary: pd.DataFrame, design: str, metric: str, how: str = "max") -> pd.Series:
+    rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.status == "ok")
+                   & (summary.change == "churn")]
+    return rows.groupby("follower_delay_ms")[metric].agg(how).sort_index()
+
+
+def findings(summary: pd.DataFrame) -> list[Finding]:
+    out = []
+    divergence = per_delay(summary, "legacy", "view_divergence")
+    trouble = per_delay(summary, "legacy", "owner_conflicts") + per_delay(summary, "legacy", "rebalance_failures")
+    lagging = [d for d in divergence.index if d > 0]
+    out.append(Finding(
+        "ZooKeeper era, lagging follower: consumers compute from more than one view in a round, and conflicts or "
+        "failed attempts follow", bool(lagging) and all(divergence[d] > 1 and trouble[d] > 0 for d in lagging),
+        f"view divergence {_series(divergence)}; conflicts + failures {_series(trouble)}"))
+    stale = per_delay(summary, "legacy", "stale_views")
+    out.append(Finding(
+        "ZooKeeper era: the largest follower delay gives more stale views than no delay",
+        len(stale) >= 2 and stale.iloc[-1] > stale.iloc[0],
+        f"stale views {_series(stale)}"))
+    modern = per_delay(summary, "modern", "view_divergence")
+    out.append(Finding(
+        "Coordinator era: every generation's assignment is computed from exactly one view, at every delay",
+        len(modern) > 0 and bool((modern == 1).all()), f"view divergence {_series(modern)}"))
+    return out
+
+
+def _series(s: pd.Series) -> str:
+    return ", ".join(f"{d} ms: {v:,.0f}" for d, v in s.items()) or "no successful trial"

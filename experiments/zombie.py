@@ -1,0 +1,106 @@
+"""The zombie experiment: a consumer that the group gave up on wakes up. What does it do, and what is kept?
+
+For each design, a group of two consumers (`c1`, the victim, and `c2`), each in
+its own process, consuming a topic that a producer keeps writing to; then one
+of two faults on `c1`, held until the group has converged without it and
+`hold_s` more (so that `c2` processes and commits what `c1` had), then healed:
+
+- `pause`: SIGSTOP past its session timeout, then SIGCONT (a long GC pause);
+- `cut`: its link to ZooKeeper (legacy) or to its coordinator (modern) is
+  blackholed while its links to the brokers stay up, then let through again.
+
+Every consumer spends `lab.processing.ms` on each record, so a zombie that
+wakes up behind does not catch up at once. The finding, checked by `findings()`
+(and by `pytest -m zombie`):
+
+- ZooKeeper era: the zombie goes on fetching what `c2` now owns (its fetchers
+  are not stopped by a lost connection: `legacy_zk/consumer.py`, session
+  handling), so two consumers process one partition at once, and its offset
+  commits are plain ZooKeeper writes (`legacy_zk/offsets.py`), accepted
+  whatever the zombie owns: a committed offset can move backwards;
+- coordinator era: the coordinator fences the zombie's commits by generation
+  and member id (`modern_coord/coordinator/`: ILLEGAL_GENERATION,
+  UNKNOWN_MEMBER_ID), so none is accepted and no committed offset moves
+  backwards. It does not stop the zombie fetching: duplicates remain possible
+  in both eras, which is why Kafka's answer to them is idempotent processing or
+  transactions, not the group protocol.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .herd import Finding
+from .trial import TrialSpec
+
+NAME = "zombie"
+QUESTION = ("A consumer paused past its session timeout (or cut off from ZooKeeper or its coordinator) wakes up: "
+            "does it process partitions another consumer owns, are its commits accepted, and can a committed "
+            "offset move backwards?")
+PROFILES = {
+    "quick": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1},
+    "full": {"consumers": [2, 4], "partitions": 8, "rate": 5.0, "seeds": 3},
+}
+DESIGNS = ("legacy", "modern")
+VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
+#: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
+#: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
+#: silence, and a 10 s request timeout so a request lost in the cut link is given up before the trial ends.
+OVERRIDES = {
+    "legacy": ("auto.commit.interval.ms=1000", "lab.processing.ms=20"),
+    "modern": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
+               "heartbeat.interval.ms=2000", "request.timeout.ms=10000"),
+}
+HOLD_S = 3.0
+
+
+def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+         partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
+    p = PROFILES[profile]
+    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, variant=variant,
+                      layout="spread", steps=steps, hold_s=HOLD_S, overrides=OVERRIDES[design],
+                      converge_limit_s=60.0)
+            for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
+            for seed in range(seeds or p["seeds"])]
+
+
+def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok trial: its variant, design, and the window sums and trial counts the finding uses."""
+    rows = summary[(summary.experiment == NAME) & (summary.status == "ok")]
+    return rows.groupby(["variant", "design", "trial"], as_index=False).agg(
+        double_processed_partition_s=("double_processed_partition_s", "sum"),
+        double_owned_partition_s=("double_owned_partition_s", "sum"),
+        zombie_commits_accepted=("zombie_commits_accepted", "sum"),
+        duplicates=("duplicates", "first"), gaps=("gaps", "first"),
+        offsets_moved_backwards=("offsets_moved_backwards", "first"), commits_fenced=("commits_fenced", "first"))
+
+
+def findings(summary: pd.DataFrame) -> list[Finding]:
+    t = per_trial(summary)
+    legacy, modern = t[t.design == "legacy"], t[t.design == "modern"]
+    out = []
+    for variant in VARIANTS:
+        lv = legacy[legacy.variant == variant]
+        out.append(Finding(
+            f"ZooKeeper era, {variant}: the zombie processes partitions another consumer owns, and its commits "
+            "are accepted", len(lv) > 0 and bool(((lv.double_processed_partition_s > 0)
+                                                  & (lv.zombie_commits_accepted > 0)).all()),
+            _evidence(lv, ["double_processed_partition_s", "zombie_commits_accepted", "duplicates"])))
+        mv = modern[modern.variant == variant]
+        out.append(Finding(
+            f"Coordinator era, {variant}: the zombie's commits are fenced, none is accepted, no committed offset "
+            "moves backwards", len(mv) > 0 and bool(((mv.zombie_commits_accepted == 0)
+                                                     & (mv.offsets_moved_backwards == 0)
+                                                     & (mv.commits_fenced > 0)).all()),
+            _evidence(mv, ["commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards", "duplicates"])))
+    out.append(Finding("ZooKeeper era: a zombie's accepted commit moved a committed offset backwards (in at least "
+                       "one trial)", bool((legacy.offsets_moved_backwards > 0).any()),
+                       _evidence(legacy, ["offsets_moved_backwards"])))
+    return out
+
+
+def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
+    if rows.empty:
+        return "no successful trial"
+    return "; ".join(f"{r.trial}: " + ", ".join(f"{c} {getattr(r, c):,.3g}" for c in columns)
+                     for r in rows.itertuples())

@@ -1,0 +1,73 @@
+"""The zombie experiment end to end: a consumer paused past its session timeout, or cut off, wakes up.
+
+`pytest -m zombie` runs both faults (SIGSTOP then SIGCONT; blackholed ZooKeeper
+or coordinator link then healed) in both designs, and asserts the finding
+(DESIGN §5): the ZooKeeper-era zombie processes partitions another consumer
+owns and its commits are accepted, and a committed offset moves backwards; the
+coordinator-era zombie's commits are fenced with ILLEGAL_GENERATION or
+UNKNOWN_MEMBER_ID, none is accepted, and no committed offset moves backwards.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from experiments import zombie
+from experiments.harness import analyse, run_grid
+
+pytestmark = [pytest.mark.zombie, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(scope="module")
+def zombie_run(spark, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("zombie-run")
+    specs = zombie.grid("quick")
+    results = run_grid(spark, specs, str(run_dir))
+    summary = analyse(spark, str(run_dir), specs, results)
+    return run_dir, specs, summary
+
+
+def test_every_trial_ran_to_the_end_and_converged_after_each_fault(zombie_run):
+    _, specs, summary = zombie_run
+    failed = summary[summary.status != "ok"]
+    assert failed.empty, failed[["trial", "reason"]].to_string()
+    assert len(summary) == 2 * len(specs)  # the fault and its heal
+    assert summary.converged.all()
+    assert sorted(summary.change.unique()) == ["cut", "heal", "pause", "resume"]
+
+
+def test_the_zookeeper_era_zombie_processes_what_another_owns_and_its_commits_are_accepted(zombie_run):
+    trials = zombie.per_trial(zombie_run[2])
+    legacy = trials[trials.design == "legacy"]
+    assert len(legacy) == 2
+    assert (legacy.double_processed_partition_s > 0).all(), legacy.to_dict("records")
+    assert (legacy.zombie_commits_accepted > 0).all(), legacy.to_dict("records")
+    assert (legacy.commits_fenced == 0).all()  # nothing in ZooKeeper can refuse a commit
+    assert (legacy.offsets_moved_backwards > 0).any(), legacy.to_dict("records")
+
+
+def test_the_coordinator_era_zombie_is_fenced_and_no_committed_offset_moves_backwards(zombie_run):
+    run_dir, _, summary = zombie_run
+    trials = zombie.per_trial(summary)
+    modern = trials[trials.design == "modern"]
+    assert len(modern) == 2
+    assert (modern.zombie_commits_accepted == 0).all() and (modern.offsets_moved_backwards == 0).all()
+    assert (modern.commits_fenced > 0).all(), modern.to_dict("records")
+    marks = pd.read_csv(run_dir / "marks.csv")
+    fenced = marks[(marks.kind == "commit_fenced") & marks.trial.str.contains("modern")]
+    assert set(fenced.label.str.split().str[0]) <= {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
+    assert all(claim.holds for claim in zombie.findings(summary) if claim.claim.startswith("Coordinator era"))
+
+
+def test_the_report_draws_a_timeline_per_fault(zombie_run, tmp_path):
+    from experiments.report import render
+
+    run_dir = zombie_run[0]
+    (run_dir / "environment.json").write_text('{"profile": "quick", "command": "pytest"}')
+    out = render(run_dir, tmp_path / "REPORT.md")
+    text = out.read_text()
+    for variant in zombie.VARIANTS:
+        assert (tmp_path / "report" / "figures" / f"timeline-zombie-{variant}.png").stat().st_size > 10_000
+        assert f"timeline-zombie-{variant}.png" in text
+    assert "## Zombie" in text and "❌" not in text.split("## Zombie")[1].split("## Failed")[0]
