@@ -26,10 +26,10 @@ window runs from its `change` event to the next change (or `end`). Within it:
 - `double_processed_partition_s`: partition-seconds in which two or more
   consumers actually processed one partition (`processing_intervals`: stretches
   of `processed` events), whatever each believed it owned;
-- `view_divergence`: distinct membership views assignments were computed from
-  in one round, until convergence (the largest count over the window's
-  rounds; `view_rounds` says what a round is in each era), and `stale_views`:
-  ZooKeeper-era views older than one another consumer had already read;
+- `view_divergence`: the most distinct membership views the group's
+  assignments came from at one instant, until convergence (`views_in_effect`
+  says how in each era), and `stale_views`: ZooKeeper-era views older than one
+  another consumer had already read (`stale_views`);
 - `zombie_commits_accepted`: accepted `commit`s for a partition the committer
   had lost (another consumer's ownership of it began later, or the committer
   owned it no more).
@@ -231,35 +231,53 @@ def processing_intervals(ce: DataFrame, gap_s: float = PROCESSING_GAP_S) -> Data
                                                F.count(F.lit(1)).alias("messages")).drop("stretch")
 
 
-def view_rounds(events: DataFrame) -> DataFrame:
-    """trial, ts_ns, round, view, stale: every membership view an assignment was computed from, with its round.
+def stale_views(events: DataFrame) -> DataFrame:
+    """trial, ts_ns, stale: every ZooKeeper-era `view`, stale if its `cversion` is older than one read before it.
 
-    ZooKeeper era: a `view` is what one consumer read of `/consumers/<g>/ids`;
-    its round is the newest membership any consumer had read by then (the
-    running maximum of the `cversion`s read so far, in time order), and it is
-    stale if it is older than that round. One server serves reads in order, so
-    a stale view needs servers that disagree: a lagging follower.
-    Coordinator era: only the leader computes, from the member list the
-    coordinator gave it (`leader_assignment`); its round is the generation.
+    One server serves reads in order, so a stale view needs servers that
+    disagree: a consumer on a lagging follower reading before it has caught up.
     """
-    by_time = Window.partitionBy("trial").orderBy("ts_ns").rowsBetween(Window.unboundedPreceding, 0)
-    legacy = (events.where(F.col("kind") == "view")
-              .select("trial", "ts_ns", field("members").alias("view"), field("cversion").cast("long").alias("v"))
-              .withColumn("round", F.max("v").over(by_time))
-              .select("trial", "ts_ns", "round", "view", (F.col("v") < F.col("round")).alias("stale")))
-    modern = events.where(F.col("kind") == "leader_assignment").select(
-        "trial", "ts_ns", F.col("generation").cast("long").alias("round"),
-        F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view"),
-        F.lit(False).alias("stale"))
+    before = Window.partitionBy("trial").orderBy("ts_ns").rowsBetween(Window.unboundedPreceding, -1)
+    return (events.where(F.col("kind") == "view").select("trial", "ts_ns", field("cversion").cast("long").alias("v"))
+            .withColumn("stale", F.col("v") < F.max("v").over(before)).select("trial", "ts_ns", "stale"))
+
+
+def views_in_effect(ce: DataFrame) -> DataFrame:
+    """trial, ts_ns, views: how many distinct membership views the group's assignments came from, at each instant.
+
+    ZooKeeper era: each consumer's assignment is the range split of the
+    membership it read (`assigned` carries that view's `cversion`). At each
+    `assigned` event, every live consumer's latest assignment is in effect; two
+    consumers working from different views at once is the group computing from
+    more than one view in one round. (A consumer that stopped is not counted.)
+    Coordinator era: only the leader computes, once per generation, from the
+    member list the coordinator gave it (`leader_assignment`): the number of
+    distinct member lists in a generation.
+    """
+    moves = (ce.where(F.col("kind").isin("assigned", "consumer_stop") & (F.col("design") == "legacy"))
+             .select("trial", "actor", "ts_ns", F.when(F.col("kind") == "assigned", field("cversion"))
+                     .alias("cversion")))
+    at = moves.select("trial", F.col("ts_ns").alias("at_ns")).distinct()
+    latest = Window.partitionBy("trial", "at_ns", "actor").orderBy(F.col("ts_ns").desc())
+    legacy = (at.join(moves, "trial").where(F.col("ts_ns") <= F.col("at_ns"))
+              .withColumn("n", F.row_number().over(latest)).where((F.col("n") == 1) & F.col("cversion").isNotNull())
+              .groupBy("trial", "at_ns").agg(F.countDistinct("cversion").alias("views"))
+              .withColumnRenamed("at_ns", "ts_ns"))
+    modern = (ce.where(F.col("kind") == "leader_assignment")
+              .select("trial", "ts_ns", "generation",
+                      F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view")))
+    per_generation = Window.partitionBy("trial", "generation")
+    modern = modern.select("trial", "ts_ns", F.size(F.collect_set("view").over(per_generation)).alias("views"))
     return legacy.unionByName(modern)
 
 
-def _view_divergence(events: DataFrame, windows: DataFrame) -> DataFrame:
-    """Per window, until convergence: the most distinct views in one round, and the stale views."""
-    views = _in_window(view_rounds(events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
-    per_round = views.groupBy(*KEYS, "round").agg(F.countDistinct("view").alias("n"),
-                                                  F.count(F.when(F.col("stale"), 1)).alias("stale"))
-    return per_round.groupBy(*KEYS).agg(F.max("n").alias("view_divergence"), F.sum("stale").alias("stale_views"))
+def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> DataFrame:
+    """Per window, until convergence: the most views in effect at once, and the stale views read."""
+    effect = (_in_window(views_in_effect(ce), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
+              .groupBy(*KEYS).agg(F.max("views").alias("view_divergence")))
+    stale = (_in_window(stale_views(events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
+             .groupBy(*KEYS).agg(F.count(F.when(F.col("stale"), 1)).alias("stale_views")))
+    return effect.join(stale, KEYS, "full")
 
 
 def _zombie_commits(ce: DataFrame, intervals: DataFrame) -> DataFrame:
@@ -309,7 +327,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
         _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(ce))), windows,
                             ("_unprocessed_s", "double_processed_partition_s")).drop("_unprocessed_s"),
         _complete_at_end(events, intervals, windows),
-        _view_divergence(events, windows),
+        _view_divergence(events, ce, windows),
     ]
     out = windows
     for part in parts:

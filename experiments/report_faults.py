@@ -67,9 +67,12 @@ def split_brain_section(summary: pd.DataFrame, env: dict, figures: Path, root: P
 
 {table(["", ""], setup)}
 
-**Results** (the `churn` change of each trial; a round is, in the ZooKeeper
-era, the newest membership any consumer had read so far, and in the
-coordinator era a generation; `metrics.py: view_rounds`):
+**Results** (the `churn` change of each trial; "views in a round" is, in the
+ZooKeeper era, the most distinct memberships the consumers' assignments in
+effect at one instant were computed from, and in the coordinator era the
+member lists a generation's assignment was computed from; a stale view is a
+read older than one another consumer had already made; `metrics.py:
+views_in_effect`, `stale_views`):
 
 {table([label for _, label in SPLIT_TABLE], rows.itertuples(index=False))}
 
@@ -81,24 +84,34 @@ coordinator era a generation; `metrics.py: view_rounds`):
 
 {_findings(split_brain.findings(summary))}
 
-**What to take from it.** ZooKeeper is linearizable for writes, not for reads:
-a follower answers reads from its own copy of the tree, which is as old as its
-quorum link is slow, and it fires a watch when *it* applies the change. A
-ZooKeeper-era consumer computes its share from what its own server shows
-it (`legacy_zk/rebalance.py: read_view`, then `compute_share`), so consumers on
-the lagging follower compute the range split of an older membership than the
-others in the same round (`stale_views`, `view_divergence` above 1). They then
-try to claim partitions that another consumer, computing from the newer
-membership, is claiming or still holds: the claim is refused (`owner_conflicts`,
-`legacy_zk/ownership.py: claim_all`), the attempt backs off and retries, and
-after `rebalance.max.retries` it gives up (`rebalance_failures`; 0.8's
-`ConsumerRebalanceFailedException`), leaving its share unconsumed. Kafka 0.8
-knew: `zookeeper.sync.time.ms` is "how far a ZK follower can be behind a ZK
-leader", and the docs told users to tune retries and back-off to outlast it.
-In the coordinator era nothing of this depends on ZooKeeper: the coordinator
-holds the membership in memory, and only the leader computes, from the list it
-was given for that generation (`modern_coord/consumer.py: _assign_as_leader`),
-so there is exactly one view per generation at any lag.
+**What to take from it.** Nobody coordinates a ZooKeeper-era rebalance:
+each consumer reacts to its own watch, reads the membership from its own
+server (`legacy_zk/rebalance.py: read_view`) and computes the range split
+alone (`compute_share`), so during a burst of changes the assignments in
+effect at one moment come from different memberships (views in a round above
+1 at every delay): each consumer claims the partitions *its* view gives it,
+while the previous owners, working from another view, still hold them. A
+lagging follower makes that worse. A follower's copy of the tree is as old as
+its quorum link is slow, its watches fire when *it* applies a change, and every
+write a consumer sends through it is answered only after the commit has come
+back over the slow link. The consumers on the lagging follower learn of each
+change late, and then commit offsets and delete their owner znodes
+(`legacy_zk/ownership.py: release_all`) one slow write at a time, so the
+others' claims are refused (`owner_conflicts`), back off
+`rebalance.backoff.ms` and retry, and may give up after
+`rebalance.max.retries` (`rebalance_failures`: 0.8's
+`ConsumerRebalanceFailedException`, which leaves the share unconsumed);
+convergence stretches with the lag. Stale reads (a view older than one
+another consumer had already read) are possible too, but in this scenario the
+lagging consumers' own writes come first, and by the time they read, their
+server has caught up: `stale_views` counts them, and the table shows how often
+it happened. Kafka 0.8 knew the follower lag: `zookeeper.sync.time.ms` is "how
+far a ZK follower can be behind a ZK leader", and users were told to raise
+retries and back-off to outlast it. In the coordinator era nothing of this
+depends on ZooKeeper: the coordinator holds the membership in memory, and only
+the leader computes, from the list it was given for that generation
+(`modern_coord/consumer.py: _assign_as_leader`), so each generation has exactly
+one view at any lag, and the churn costs the same.
 
 **Reproduce:** `python -m experiments run split_brain --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 

@@ -57,14 +57,14 @@ def traces(tmp_path_factory):
         (15.0, "end", {})])
     _write(a, "join", "c1", [
         (0.6, "consumer_start", {"config": {"group.id": "g"}}),
-        (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]]}),
+        (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "cversion": 4}),
         (10.1, "zk_watch_fired", {"path": "/consumers/g/ids"}),
         (10.3, "zk_read", {"op": "getChildren"}), (10.3, "zk_read", {"op": "getData"}),
         (10.4, "view", {"members": ["a", "b"], "cversion": 5}),
         (10.5, "revoked", {"partitions": [["t", 0], ["t", 1]]}),
         (10.5, "rebalance_begin", {"attempt": 1}),
         (10.7, "view", {"members": ["a"], "cversion": 4}),  # a stale read: older than one already read
-        (11.0, "assigned", {"partitions": [["t", 0]]}),
+        (11.0, "assigned", {"partitions": [["t", 0]], "cversion": 4}),  # computed from the stale view
         (13.0, "zk_read", {"op": "getData"})])  # after convergence: not part of the change's cost
     _write(a, "join", "c2", [
         (10.05, "consumer_start", {"config": {"group.id": "g"}}),
@@ -75,7 +75,7 @@ def traces(tmp_path_factory):
         (10.4, "view", {"members": ["a", "b"], "cversion": 5}),
         (10.6, "owner_conflict", {"topic": "t", "partition": 1}),
         (10.6, "rebalance_begin", {"attempt": 2}),
-        (12.0, "assigned", {"partitions": [["t", 1]]})])
+        (12.0, "assigned", {"partitions": [["t", 1]], "cversion": 5})])
     _write(a, "join", "producer", [(1.0 + i / 10, "produced", {"topic": "t", "partition": 0, "offset": i})
                                    for i in range(3)], design="cluster")
     _write(a, "join", "c1b", [], design="cluster")  # not a consumer (no consumer_start): ignored
@@ -145,7 +145,8 @@ def test_convergence_and_unowned_time(changes):
 
 
 def test_view_divergence(changes):
-    assert changes["join"]["view_divergence"] == 2  # [a, b] twice and the stale [a], in the round of cversion 5
+    # from 12 s, c1's assignment (from cversion 4) and c2's (from cversion 5) are in effect at once
+    assert changes["join"]["view_divergence"] == 2
     assert changes["join"]["stale_views"] == 1  # c1 read cversion 4 after cversion 5 had been read
 
 
