@@ -70,7 +70,8 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
         "ZooKeeper era, lagging follower: consumers compute from more than one view in a round, and conflicts or "
         "failed attempts follow", bool(lagging) and all(divergence[d] > 1 and trouble[d] > 0 for d in lagging),
         f"view divergence {_series(divergence)}; conflicts + failures {_series(trouble)}"))
-    converge = per_delay(summary, "legacy", "convergence_ms")
+    # a change that never converged (the runner gave up at its limit) is slower than any that did
+    converge = per_delay(summary, "legacy", "convergence_ms").fillna(float("inf"))
     worse = (len(trouble) >= 2 and trouble.index[0] == 0 and trouble.iloc[-1] > trouble.iloc[0]
              and converge.iloc[-1] > converge.iloc[0])
     out.append(Finding(
