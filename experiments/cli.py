@@ -32,6 +32,7 @@ import argparse
 import sys
 
 from lab_cluster.errors import LabError
+from lab_cluster.processes import honour_ctrl_c
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    honour_ctrl_c()  # `zk up`, `cluster up`, `consumers` promise that Ctrl-C stops everything
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -177,9 +177,22 @@ def emit_line(text: str) -> None:
         sys.stdout.flush()
 
 
+def honour_ctrl_c() -> None:
+    """Make SIGINT raise KeyboardInterrupt again, whatever this process inherited.
+
+    A command started as a background job of a non-interactive shell (`cmd &`
+    in a script, a CI runner) inherits SIGINT *ignored* (POSIX), and Python then
+    installs no KeyboardInterrupt handler: Ctrl-C, or a test's SIGINT, would be
+    dropped and whatever the command started would run on. Main thread only.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def serve_until_terminated(ready_info: dict) -> None:
     """Child side: announce READY, then wait; SIGTERM/SIGINT end the wait with SystemExit."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    honour_ctrl_c()
     emit_line("READY " + json.dumps(ready_info))
     try:
         threading.Event().wait()

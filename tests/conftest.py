@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import time
 import uuid
 from types import SimpleNamespace
@@ -51,6 +53,25 @@ def zk():
     """The test process's own real ZooKeeper server."""
     with provision(servers=1) as ensemble:
         yield ensemble
+
+
+def interrupt(proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    """Ctrl-C a CLI the test started and wait for it; if it ignores SIGINT, stop it anyway and fail.
+
+    Either way nothing it started outlives the test (SIGTERM runs its clean-up).
+    """
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout_s)
+        return
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    raise AssertionError(f"{' '.join(map(str, proc.args))} did not stop within {timeout_s:.0f} s of SIGINT")
 
 
 def kazoo(hosts: str, timeout: float = 10.0) -> KazooClient:

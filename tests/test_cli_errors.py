@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import kazoo
+from conftest import interrupt, kazoo
 
 from lab_cluster.leaks import find_leaks
 from lab_cluster.ports import free_port
@@ -109,9 +109,12 @@ def test_doctor_start_runs_ruok_and_mntr_and_stops():
 @pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"), reason="needs Java")
 def test_zk_up_serves_until_ctrl_c_and_leaves_nothing():
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    # Started the way a script's background job (`cmd &`) or a CI runner starts it: with SIGINT
+    # ignored, which the child inherits. Ctrl-C must stop it all the same (`honour_ctrl_c`).
     proc = subprocess.Popen([sys.executable, "-m", "experiments", "zk", "up", "--backend", "embedded",
                              "--servers", "3"], env=env, cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         connect = None
         for line in proc.stdout:
@@ -124,8 +127,7 @@ def test_zk_up_serves_until_ctrl_c_and_leaves_nothing():
         client.stop()
         client.close()
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        interrupt(proc)
     assert proc.returncode in (0, 130)
     assert "Traceback" not in proc.stderr.read()
     assert find_leaks(proc.pid) == []

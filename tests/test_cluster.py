@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from conftest import PARTITIONS, SESSION_MS, _client, _fetch_all, _produced, _start_producer, _wait_produced
+from conftest import PARTITIONS, SESSION_MS, _client, _fetch_all, _produced, _start_producer, _wait_produced, interrupt
 
 from lab_cluster.broker import zk_layout as L
 from lab_cluster.broker.admin import broker_addresses, leaders, wait_for_leaders, wait_for_metadata
@@ -131,7 +131,6 @@ def test_a_gracefully_stopped_broker_leaves_at_once(cluster):
 def test_cluster_up_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
     import os
     import re
-    import signal
     import subprocess
     import sys
     from pathlib import Path
@@ -161,8 +160,7 @@ def test_cluster_up_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
         assert records and records[0]["value"] == f"t/{led[0]}/0"  # the producer is producing
         client.close()
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        interrupt(proc)
     assert "Traceback" not in proc.stderr.read()
     assert find_leaks(proc.pid) == []  # ZooKeeper, both brokers and the producer are gone
     assert (tmp_path / "traces" / "producer.jsonl").exists()  # --dir keeps the logs and traces

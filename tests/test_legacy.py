@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, kazoo
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt, kazoo
 
 from lab_cluster.faultproxy import Mode
 from lab_cluster.faults import zk_link
@@ -233,7 +233,6 @@ def test_a_consumer_cut_off_from_zookeeper_keeps_fetching_what_another_now_owns(
 def test_consumers_cli_prints_rebalances_and_leaves_nothing_after_ctrl_c(cluster):
     import os
     import re
-    import signal
     import subprocess
     import sys
     from pathlib import Path
@@ -260,8 +259,7 @@ def test_consumers_cli_prints_rebalances_and_leaves_nothing_after_ctrl_c(cluster
         assert cluster.zk.get_children(znodes.ids_path(GROUP)) and len(cluster.zk.get_children(
             znodes.ids_path(GROUP))) == 2
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        interrupt(proc)
     assert "Traceback" not in proc.stderr.read()
     assert cluster.zk.get_children(znodes.ids_path(GROUP)) == []  # deregistered
     assert cluster.zk.get_children(znodes.owners_path(GROUP, "t")) == []  # and released

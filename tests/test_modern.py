@@ -4,7 +4,7 @@ import json
 import time
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt
 
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
@@ -312,7 +312,6 @@ def test_consumers_follow_the_coordinator_when_its_broker_dies_and_resume_from_c
 def test_consumers_cli_prints_generations_and_leaves_nothing_after_ctrl_c(cluster):
     import os
     import re
-    import signal
     import subprocess
     import sys
     from pathlib import Path
@@ -339,8 +338,7 @@ def test_consumers_cli_prints_generations_and_leaves_nothing_after_ctrl_c(cluste
         assert sorted(latest) == ["c1", "c2"], proc.stderr.read()
         assert describe(cluster)["state"] == "Stable" and len(describe(cluster)["members"]) == 2
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        interrupt(proc)
     assert "Traceback" not in proc.stderr.read()
     after = describe(cluster)
     assert after["state"] == "Empty" and after["members"] == []  # both left the group
