@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from lab_cluster.errors import LabError  # noqa: E402
 
 from . import herd, report_faults, split_brain, zombie  # noqa: E402
+from .report_parts import STYLE, findings_list, table  # noqa: E402
 
 SOURCES = ("summary.csv", "environment.json", "configs.json")
 #: written by runs with fault experiments: the timelines' data
@@ -37,7 +38,6 @@ HERD_FIGURES = [("notifications_per_change", "ZooKeeper notifications to consume
                 ("zk_requests_per_change", "ZooKeeper requests by consumers", "symlog"),
                 ("control_messages_per_change", "control messages (all three)", "log"),
                 ("convergence_ms", "convergence (ms)", "log")]
-STYLE = {"legacy": ("tab:red", "ZooKeeper era (legacy_zk)"), "modern": ("tab:blue", "coordinator era (modern_coord)")}
 
 
 def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict]:
@@ -67,7 +67,7 @@ def render(run_dir: Path, out: Path = Path("REPORT.md")) -> Path:
                                 (zombie, report_faults.zombie_section)):
         rows = summary[summary.experiment == experiment.NAME]
         if not rows.empty:
-            parts.append(section(rows, env, figures, out.parent, _table, timelines))
+            parts.append(section(rows, env, figures, out.parent, timelines))
     parts.append(_failures(summary))
     parts.append(_cross_check(summary))
     out.write_text("\n\n".join(p.strip() for p in parts if p) + "\n")
@@ -92,22 +92,7 @@ def _environment(env: dict) -> str:
             ("Python", env.get("python_version")), ("platform", env.get("platform")),
             ("CPU", f"{machine.get('cpu', '?')} ({env.get('cpu_count')} cores)"),
             ("memory", f"{machine.get('mem_gib', machine.get('memory_gib', '?'))} GiB")]
-    return "## Environment\n\n" + _table(["", ""], rows)
-
-
-def _table(header: list[str], rows: list) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def cell(v) -> str:
-    """A number as the report and the CLI's tables show it: thousands grouped, three significant digits below 100."""
-    if v is None or (isinstance(v, float) and pd.isna(v)):
-        return "–"
-    if isinstance(v, float):
-        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-    return str(v)
+    return "## Environment\n\n" + table(["", ""], rows)
 
 
 def _herd(summary: pd.DataFrame, configs: dict, env: dict, figures: Path, root: Path) -> str:
@@ -127,16 +112,15 @@ def _herd(summary: pd.DataFrame, configs: dict, env: dict, figures: Path, root: 
             rows = ok[(ok.design == design) & (ok.change == change)].sort_values("consumers")
             if rows.empty:
                 continue
-            tables.append(f"**{STYLE[design][1]}, {change}**\n\n" + _table(
+            tables.append(f"**{STYLE[design][1]}, {change}**\n\n" + table(
                 [label for _, label in HERD_TABLE], rows[[c for c, _ in HERD_TABLE]].itertuples(index=False)))
     figure = _herd_figure(ok, figures / "herd.png")
     checked = herd.findings(summary)
-    finding_lines = "\n".join(f"- {'✅' if f.holds else '❌'} {f.claim}. *{f.evidence}.*" for f in checked)
     return f"""## Herd: {herd.QUESTION}
 
 **Set-up.**
 
-{_table(["", ""], setup)}
+{table(["", ""], setup)}
 
 Consumer configuration as the consumers recorded it (the lab's departures from
 the defaults: `auto.offset.reset` from the start of the log, so that every
@@ -144,7 +128,7 @@ produced message is one a consumer must process):
 
 <details><summary>consumer configs</summary>
 
-{_table(["design", "key", "value"], config_rows)}
+{table(["design", "key", "value"], config_rows)}
 
 </details>
 
@@ -155,7 +139,7 @@ produced message is one a consumer must process):
 
 **The finding, checked on these results** (`experiments/herd.py: findings`):
 
-{finding_lines}
+{findings_list(checked)}
 
 **What to take from it.** In the ZooKeeper era nobody coordinates: every
 consumer keeps its own watch on `/consumers/<group>/ids`
@@ -208,7 +192,7 @@ def _failures(summary: pd.DataFrame) -> str:
         return "## Failed trials\n\nNone: every trial ran to the end, its traces were complete, and it converged."
     rows = [(r.trial, r.reason) for r in failed.itertuples()]
     return ("## Failed trials\n\nThese trials are left out of every table and figure above.\n\n"
-            + _table(["trial", "why"], rows))
+            + table(["trial", "why"], rows))
 
 
 def _cross_check(summary: pd.DataFrame) -> str:

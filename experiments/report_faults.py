@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import split_brain, timeline_figure, zombie  # noqa: E402
+from .report_parts import STYLE, findings_list, table  # noqa: E402
 
-STYLE = {"legacy": ("tab:red", "ZooKeeper era (legacy_zk)"), "modern": ("tab:blue", "coordinator era (modern_coord)")}
 SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"), ("consumers", "N"),
                ("view_divergence", "views in a round"), ("stale_views", "stale views"),
                ("owner_conflicts", "owner conflicts"), ("rebalance_attempts", "attempts"),
@@ -31,16 +31,12 @@ ZOMBIE_TRIAL_TABLE = [("variant", "fault"), ("design", "design"), ("duplicates",
                       ("offsets_moved_backwards", "offsets moved backwards")]
 
 
-def _findings(checked) -> str:
-    return "\n".join(f"- {'✅' if f.holds else '❌'} {f.claim}. *{f.evidence}.*" for f in checked)
-
-
 def _overrides(summary: pd.DataFrame, grid_of) -> list[tuple[str, str]]:
     specs = {s.design: s for s in grid_of("quick")}
     return [(design, ", ".join(f"`{o}`" for o in spec.overrides) or "none") for design, spec in sorted(specs.items())]
 
 
-def split_brain_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, table, timelines) -> str:
+def split_brain_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines) -> str:
     ok = summary[(summary.status == "ok") & (summary.change == "churn")]
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
              ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))}, each consumer "
@@ -82,7 +78,7 @@ views_in_effect`, `stale_views`):
 
 **The finding, checked on these results** (`experiments/split_brain.py: findings`):
 
-{_findings(split_brain.findings(summary))}
+{findings_list(split_brain.findings(summary))}
 
 **What to take from it.** Nobody coordinates a ZooKeeper-era rebalance:
 each consumer reacts to its own watch, reads the membership from its own
@@ -133,7 +129,7 @@ def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def zombie_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, table, timelines) -> str:
+def zombie_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines) -> str:
     ok = summary[summary.status == "ok"].sort_values(["variant", "design", "change_index"])
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
              ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))}: the victim "
@@ -183,7 +179,7 @@ what two consumers actually processed at once):
 
 **The finding, checked on these results** (`experiments/zombie.py: findings`):
 
-{_findings(zombie.findings(summary))}
+{findings_list(zombie.findings(summary))}
 
 **What to take from it.** A ZooKeeper-era consumer learns that the group gave
 up on it only when it hears from ZooKeeper again; until then nothing stops its

@@ -115,7 +115,7 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
 
 
 def _print_table(console: Console, summary) -> None:
-    from .report import cell  # matplotlib comes with it: only once there is a table to print
+    from .report_parts import cell
 
     table = Table(title="per change (DESIGN.md §4)")
     columns = [("design", "design"), ("consumers", "N"), ("change", "change"), ("status", "status"),

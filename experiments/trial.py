@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -360,50 +361,46 @@ class _Scenario:
     def _step(self, index: int, step: str, members: list[str]) -> list[str]:
         spec = self.spec
         self._server_counters(index, "before")
-        after = self._members_after(step, members)
-        since = self.trace.record("change", index=index, change=step, member=after[1],
-                                  members_before=len(members), members_after=len(after[0]), members=after[0])
-        if step == "join":
-            self._join()
-        elif step == "leave":
-            self._leave(self.joined[-1])
-        elif step == "churn":
-            first = self._join()
-            time.sleep(spec.churn_gap_s)
-            self._join()
-            time.sleep(spec.churn_gap_s)
-            self._leave(first)
-        elif step == "pause":
-            self.faults.pause(self.members[VICTIM])
-        elif step == "resume":
-            self.faults.resume(self.members[VICTIM])
-        elif step == "cut":
-            self.faults.link(self.victim_link, Mode.BLACKHOLE)
-        elif step == "heal":
-            self.faults.link(self.victim_link, Mode.PASS)
-        self._wait_converged(after[0], since_ns=since, what=f"step {index} ({step})", index=index)
+        after, about, act = self._plan(step, members)
+        since = self.trace.record("change", index=index, change=step, member=about,
+                                  members_before=len(members), members_after=len(after), members=after)
+        act()
+        self._wait_converged(after, since_ns=since, what=f"step {index} ({step})", index=index)
         if step in ("pause", "cut"):
             time.sleep(spec.hold_s)
         time.sleep(spec.settle_s)
         self._server_counters(index, "after")
-        return after[0]
+        return after
 
-    def _members_after(self, step: str, members: list[str]) -> tuple[list[str], str]:
-        """The membership a step leads to, and the member it is about."""
-        n = self.joins
+    def _plan(self, step: str, members: list[str]) -> tuple[list[str], str, Callable[[], object]]:
+        """What a step does: the membership it leads to, the member(s) it is about, and the action."""
+        def joiner(k: int) -> str:
+            return f"j{self.joins + k}"
         if step == "join":
-            return members + [f"j{n + 1}"], f"j{n + 1}"
+            return members + [joiner(1)], joiner(1), self._join
         if step == "leave":
             if not self.joined:
                 raise TrialFailed("the scenario's leave has no joined consumer to stop")
-            return [m for m in members if m != self.joined[-1]], self.joined[-1]
+            newest = self.joined[-1]
+            return [m for m in members if m != newest], newest, lambda: self._leave(newest)
         if step == "churn":
-            return members + [f"j{n + 2}"], f"j{n + 1},j{n + 2}"
-        if VICTIM not in self.members:
+            return members + [joiner(2)], f"{joiner(1)},{joiner(2)}", self._churn
+        victim = self.members.get(VICTIM)
+        if victim is None:
             raise TrialFailed(f"the step {step} needs the victim {VICTIM} in a process of its own")
-        if step in ("pause", "cut"):
-            return [m for m in members if m != VICTIM], VICTIM
-        return members + [VICTIM] if VICTIM not in members else members, VICTIM
+        faults = {"pause": lambda: self.faults.pause(victim), "resume": lambda: self.faults.resume(victim),
+                  "cut": lambda: self.faults.link(self.victim_link, Mode.BLACKHOLE),
+                  "heal": lambda: self.faults.link(self.victim_link, Mode.PASS)}
+        if step in ("pause", "cut"):  # the group goes on without the victim
+            return [m for m in members if m != VICTIM], VICTIM, faults[step]
+        return members + [VICTIM] if VICTIM not in members else members, VICTIM, faults[step]
+
+    def _churn(self) -> None:
+        first = self._join()
+        time.sleep(self.spec.churn_gap_s)
+        self._join()
+        time.sleep(self.spec.churn_gap_s)
+        self._leave(first)
 
     def _wait_converged(self, members: list[str], since_ns: int, what: str, index: int = 0) -> None:
         problem = self.watch.wait_converged(members, since_ns, self.spec.converge_limit_s)

@@ -119,6 +119,14 @@ def spark():
     return local_session("local[2]")
 
 
+def run_experiment(spark, run_dir, specs):
+    """Run a grid of trials on Spark into `run_dir` and analyse it: (run_dir, specs, summary)."""
+    from experiments.harness import analyse, run_grid
+
+    results = run_grid(spark, specs, str(run_dir))
+    return run_dir, specs, analyse(spark, str(run_dir), specs, results)
+
+
 @pytest.fixture
 def docker_backend():
     """'testcontainers', or a skip (a failure under CI) saying why it cannot run."""

@@ -16,6 +16,7 @@ import shutil
 
 import pandas as pd
 import pytest
+from conftest import run_experiment
 
 from experiments import herd
 from experiments.cli import main
@@ -29,11 +30,7 @@ NS = [4, 8, 16]
 
 @pytest.fixture(scope="module")
 def herd_run(spark, tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("herd-run")
-    specs = herd.grid("quick", consumers=NS)
-    results = run_grid(spark, specs, str(run_dir))
-    summary = analyse(spark, str(run_dir), specs, results)
-    return run_dir, specs, summary
+    return run_experiment(spark, tmp_path_factory.mktemp("herd-run"), herd.grid("quick", consumers=NS))
 
 
 def test_every_trial_ran_converged_and_passed_the_cross_check(herd_run):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import run_experiment
 
 from experiments import split_brain
-from experiments.harness import analyse, run_grid
 
 pytestmark = [pytest.mark.split_brain, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -23,11 +23,7 @@ LARGE = split_brain.DELAYS_MS["large"]
 
 @pytest.fixture(scope="module")
 def split_run(spark, tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("split-brain-run")
-    specs = split_brain.grid("quick", delays=(LARGE,))
-    results = run_grid(spark, specs, str(run_dir))
-    summary = analyse(spark, str(run_dir), specs, results)
-    return run_dir, specs, summary
+    return run_experiment(spark, tmp_path_factory.mktemp("split-brain-run"), split_brain.grid("quick", delays=(LARGE,)))
 
 
 def test_every_trial_ran_and_the_membership_changes_passed_the_cross_check(split_run):

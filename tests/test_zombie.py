@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import run_experiment
 
 from experiments import zombie
-from experiments.harness import analyse, run_grid
 
 pytestmark = [pytest.mark.zombie, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
 def zombie_run(spark, tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("zombie-run")
-    specs = zombie.grid("quick")
-    results = run_grid(spark, specs, str(run_dir))
-    summary = analyse(spark, str(run_dir), specs, results)
-    return run_dir, specs, summary
+    return run_experiment(spark, tmp_path_factory.mktemp("zombie-run"), zombie.grid("quick"))
 
 
 def test_every_trial_ran_to_the_end_and_converged_after_each_fault(zombie_run):

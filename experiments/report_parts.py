@@ -1,0 +1,31 @@
+"""What every section of REPORT.md shares: the designs' colours and names, tables, numbers, findings.
+
+No matplotlib here, so the CLI's results table can format numbers without it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+STYLE = {"legacy": ("tab:red", "ZooKeeper era (legacy_zk)"), "modern": ("tab:blue", "coordinator era (modern_coord)")}
+
+
+def cell(v) -> str:
+    """A number as the report and the CLI's tables show it: thousands grouped, three significant digits below 100."""
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    return str(v)
+
+
+def table(header: list[str], rows) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def findings_list(checked) -> str:
+    """An experiment's `findings()`, as a list that says which held on the data."""
+    return "\n".join(f"- {'✅' if f.holds else '❌'} {f.claim}. *{f.evidence}.*" for f in checked)
