@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
+from lab_cluster.processes import honour_ctrl_c
 from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 
 from . import metrics, store
@@ -77,8 +80,46 @@ def _trial_location(run_uri: str, trial: str) -> tuple[Path, str | None]:
     return Path(tempfile.mkdtemp(prefix=f"lab-{trial}-")), store.join(run_uri, "trials", trial)
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+_watching = False
+
+
+def _interrupt_if_spark_dies() -> None:
+    """Executor side: if the Spark JVM that runs this task goes away (the driver was Ctrl-C'd or killed),
+    interrupt the trial in the main thread, so that its ExitStack stops everything it started now
+    rather than after the trial's own end.
+
+    A Python worker is forked by PySpark's daemon, whose parent is the executor's JVM; when that JVM
+    dies, the daemon is re-parented. Linux only (/proc); elsewhere the trial runs to its end.
+    """
+    global _watching
+    daemon = os.getppid()
+    jvm = _ppid(daemon)
+    main = threading.main_thread()
+    if _watching or jvm is None or threading.current_thread() is not main:
+        return  # one watchdog per worker (PySpark reuses workers across tasks)
+    _watching = True
+
+    def watch():
+        while main.is_alive():
+            if _ppid(daemon) != jvm:
+                signal.pthread_kill(main.ident, signal.SIGINT)
+                return
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="spark-watchdog", daemon=True).start()
+
+
 def _run_trials(batches, run_uri: str, trials_per_machine: int):
     """The Spark task: run each trial of this partition (one, by construction) and yield its result row."""
+    honour_ctrl_c()
+    _interrupt_if_spark_dies()
     for batch in batches:
         for row in batch.to_dict("records"):
             spec = TrialSpec.from_row(row)
