@@ -1,8 +1,9 @@
 """`bench harness`: wall time of `reproduce --profile quick`, and the metrics job's throughput on 10M events.
 
-1. Runs `reproduce --profile quick` into a temp run directory (its report goes
-   there too, not over REPORT.md) and times it, end to end: every trial, the
-   analysis, the report.
+1. Runs `reproduce --profile quick` into a run directory (a temp one, or
+   `--run-dir DIR`, kept so that `report DIR` can render the committed report
+   from the very run that was timed; its report goes there too, not over
+   REPORT.md) and times it, end to end: every trial, the analysis, the report.
 2. Generates a synthetic trace of `--events` events (default ten million) with
    Spark, written as the trace files the lab writes (JSON lines, one file per
    actor and trial: mostly `processed`, with ZooKeeper requests, watch
@@ -17,6 +18,7 @@ benchmark, not a test: nothing here asserts a speed.
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -40,6 +42,8 @@ def add_parser(sub) -> None:
     p.add_argument("--skip-reproduce", action="store_true", help="only the analysis throughput")
     p.add_argument("--skip-analysis", action="store_true", help="only the reproduce wall time")
     p.add_argument("--master", default="local[*]")
+    p.add_argument("--run-dir", type=Path, help="keep the timed reproduction's run directory here (default: a temp "
+                                                "directory, removed)")
     p.add_argument("--out", default="benchmarks/harness.json")
     p.set_defaults(run=run)
 
@@ -108,13 +112,20 @@ def analysis_throughput(spark, events: int, work: Path) -> dict:
     return {"events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds)}
 
 
-def reproduce_wall_time(work: Path) -> dict:
-    command = [sys.executable, "-m", "experiments", "reproduce", "--profile", "quick", "--out", str(work / "run"),
-               "--report", str(work / "REPORT.md")]
+def reproduce_wall_time(run_dir: Path) -> dict:
+    command = [sys.executable, "-m", "experiments", "reproduce", "--profile", "quick", "--out", str(run_dir),
+               "--report", str(run_dir / "REPORT.md")]
     t0 = time.perf_counter()
     status = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    return {"command": "python -m experiments reproduce --profile quick", "exit_status": status,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    seconds = round(time.perf_counter() - t0, 1)
+    summary = run_dir / "summary.csv"
+    # the figure means little without what it covered: trials, and how many ended ok (summary.csv has a row
+    # per change; a trial is ok when all its rows are)
+    ok: dict[str, bool] = {}
+    for row in (csv.DictReader(summary.open()) if summary.exists() else []):
+        ok[row["trial"]] = ok.get(row["trial"], True) and row["status"] == "ok"
+    return {"command": "python -m experiments reproduce --profile quick", "exit_status": status, "seconds": seconds,
+            "trials": len(ok), "trials_ok": sum(ok.values())}
 
 
 def run(args) -> int:
@@ -130,7 +141,8 @@ def run(args) -> int:
     try:
         if not args.skip_reproduce:
             console.print("timing reproduce --profile quick ...")
-            doc["reproduce_quick"] = {**reproduce_wall_time(work), "taken_at": stamp}
+            run_dir = args.run_dir or work / "run"
+            doc["reproduce_quick"] = {**reproduce_wall_time(run_dir), "taken_at": stamp}
             console.print(doc["reproduce_quick"])
         if not args.skip_analysis:
             spark = local_session(args.master)

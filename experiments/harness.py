@@ -267,4 +267,23 @@ def environment(spark: SparkSession, summary: pd.DataFrame, profile: str, comman
             "zk_backend": ", ".join(backends) or "unknown", "zk_version": ", ".join(versions) or "unknown",
             "spark_version": spark.version, "spark_master": spark.sparkContext.master,
             "python_version": platform.python_version(), "platform": platform.platform(),
-            "machine": machine(), "cpu_count": os.cpu_count()}
+            "machine": machine(), "cpu_count": os.cpu_count(), "lab_commit": lab_commit()}
+
+
+def lab_commit() -> str:
+    """The commit of the lab's code that made the run (with `+dirty` if files differed from it), or `unknown`.
+
+    It ties a stored run, and so the report, to the code that produced it. Unknown where the lab runs
+    without its git checkout (a zip shipped to a Spark cluster)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty else "")

@@ -92,6 +92,8 @@ def _environment(env: dict) -> str:
             ("Python", env.get("python_version")), ("platform", env.get("platform")),
             ("CPU", f"{machine.get('cpu', '?')} ({env.get('cpu_count')} cores)"),
             ("memory", f"{machine.get('mem_gib', machine.get('memory_gib', '?'))} GiB")]
+    if "lab_commit" in env:  # runs stored before it was recorded have none
+        rows.append(("lab commit", f"`{env['lab_commit']}`"))
     return "## Environment\n\n" + table(["", ""], rows)
 
 

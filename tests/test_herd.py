@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -87,6 +89,9 @@ def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path
     # every N of the run appears in the results tables
     for n in NS:
         assert f"| {n} |" in text
+    # the run is tied to the code that made it (a checkout without git says so)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
+    assert f"| lab commit | `{head.stdout.strip() if head.returncode == 0 else 'unknown'}" in text
 
 
 def test_a_trace_cut_short_fails_its_trial_with_the_reason(herd_run, spark, tmp_path):
