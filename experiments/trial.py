@@ -102,6 +102,15 @@ LAYOUTS = ("shared", "spread")
 VICTIM = "c1"
 
 
+def host_ready_timeout_s(count: int) -> float:
+    """How long a host of `count` consumers may take to say READY.
+
+    It starts its consumers one after another while those already started rebalance on every join
+    (the herd, during the group's formation): a ZooKeeper-era host of 256 took more than a minute on
+    2 cores. A hang still ends, with the host's log in the error."""
+    return 60.0 + 2.0 * count
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     experiment: str
@@ -312,7 +321,7 @@ class _Scenario:
         for key, value in overrides.items():
             args += ["--config", f"{key}={value}"]
         process = LabProcess(f"consumers-{name}", module, args, self.dir / "proc" / f"consumers-{name}.log",
-                             on_line=self.watch.update)
+                             on_line=self.watch.update, ready_timeout_s=host_ready_timeout_s(count))
         self.stack.callback(process.stop)
         return process
 
