@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from datetime import UTC, datetime
@@ -80,13 +81,22 @@ def _new_run_dir(label: str) -> str:
     return str(Path("runs") / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{label}")
 
 
+def _console() -> Console:
+    """Rich's console. Written to a file or a CI log (not a terminal) rich assumes 80 columns and cuts the
+    results table to `leg…`, `fai…`; there it is 160 wide unless COLUMNS says otherwise."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=160)
+    return console
+
+
 def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine: int, profile: str):
     """Run `specs` on Spark with a progress bar per trial, analyse, record the environment; returns the summary."""
     from lab_cluster.spark import local_session
 
     from .harness import analyse, environment, run_grid
 
-    console = Console()
+    console = _console()
     spark = local_session(master)
     console.print(f"[bold]{len(specs)} trials[/] on Spark {spark.version} ({spark.sparkContext.master}), "
                   f"{trials_per_machine} at a time per machine -> {run_uri}")
@@ -139,7 +149,7 @@ def run_experiment(args) -> int:
                             args.partitions, args.seeds)
     out = args.out or _new_run_dir(f"{args.experiment}-{args.profile}")
     summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile)
-    Console().print(f"results: {out}/summary.csv")
+    _console().print(f"results: {out}/summary.csv")
     return 0 if (summary.status == "ok").all() else 1
 
 
@@ -153,7 +163,7 @@ def run_reproduce(args) -> int:
                        "Give --out a local path, or use `run` for a remote results location.")
     summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile)
     report = render(Path(out), Path(args.report))
-    Console().print(f"results: {out}; report: {report}")
+    _console().print(f"results: {out}; report: {report}")
     return 0 if (summary.status == "ok").all() else 1
 
 
@@ -161,5 +171,5 @@ def run_report(args) -> int:
     from .report import render
 
     report = render(args.run_dir, Path(args.out))
-    Console().print(f"rendered {report} from {args.run_dir}")
+    _console().print(f"rendered {report} from {args.run_dir}")
     return 0
