@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
-from lab_cluster.processes import honour_ctrl_c
+from lab_cluster.processes import honour_ctrl_c, proc_stat
 from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 
 from . import metrics, store
@@ -81,10 +81,8 @@ def _trial_location(run_uri: str, trial: str) -> tuple[Path, str | None]:
 
 
 def _ppid(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = proc_stat(pid)
+    return int(fields[1]) if fields else None
 
 
 _watching = False

@@ -66,12 +66,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
+from .trial import MEMBERSHIP_CHANGES
+
 CONSUMER_MARKERS = ("consumer_start", "consumer_config")  # the first event of each family's consumer
 WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                           "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
 KEYS = ["trial", "change_index"]
-#: the changes a scenario makes to membership alone, without a fault on anyone's ZooKeeper session
-MEMBERSHIP_CHANGES = ("join", "leave", "churn")
 NS_PER_S = 1_000_000_000
 #: processed events of one consumer and partition closer than this belong to one stretch of processing
 PROCESSING_GAP_S = 1.0
@@ -85,6 +85,12 @@ def consumer_events(events: DataFrame) -> DataFrame:
     """The events of consumers (actors whose trace starts a consumer of either family)."""
     consumers = events.where(F.col("kind").isin(*CONSUMER_MARKERS)).select("trial", "actor").distinct()
     return events.join(consumers, ["trial", "actor"], "left_semi")
+
+
+def commit_outcome(outcome: str) -> Column:
+    """`commit` events with this outcome: `accepted`, or `fenced` (the coordinator refused it with
+    ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID)."""
+    return (F.col("kind") == "commit") & (field("outcome") == outcome)
 
 
 def node_watch_events(events: DataFrame) -> DataFrame:
@@ -282,7 +288,7 @@ def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> Da
 
 def _zombie_commits(ce: DataFrame, intervals: DataFrame) -> DataFrame:
     """Accepted commits (trial, ts_ns) by a consumer that had lost the partition."""
-    commits = (ce.where((F.col("kind") == "commit") & (field("outcome") == "accepted"))
+    commits = (ce.where(commit_outcome("accepted"))
                .select("trial", "actor", "topic", "partition", "ts_ns"))
     mine = intervals.alias("m")
     theirs = intervals.alias("o")
@@ -354,8 +360,7 @@ def trial_metrics(events: DataFrame) -> DataFrame:
     dups = processed.groupBy("trial").agg(F.sum(F.col("times") - 1).alias("duplicates"),
                                           F.count(F.lit(1)).alias("messages_processed"))
     made = produced.groupBy("trial").agg(F.count(F.lit(1)).alias("messages_produced"))
-    fenced = (events.where((F.col("kind") == "commit") & (field("outcome") == "fenced"))
-              .groupBy("trial").agg(F.count(F.lit(1)).alias("commits_fenced")))
+    fenced = events.where(commit_outcome("fenced")).groupBy("trial").agg(F.count(F.lit(1)).alias("commits_fenced"))
     trials = events.select("trial").distinct()
     return (trials.join(dups, "trial", "left").join(gaps, "trial", "left").join(made, "trial", "left")
             .join(_backward_commits(events), "trial", "left").join(fenced, "trial", "left")
@@ -367,7 +372,7 @@ def _backward_commits(events: DataFrame) -> DataFrame:
     """trial, offsets_moved_backwards: accepted commits lower than one accepted before for the same partition."""
     key = ["trial", "topic", "partition"]
     before = Window.partitionBy(*key).orderBy("ts_ns").rowsBetween(Window.unboundedPreceding, -1)
-    commits = (events.where((F.col("kind") == "commit") & (field("outcome") == "accepted"))
+    commits = (events.where(commit_outcome("accepted"))
                .select(*key, "ts_ns", F.col("offset").alias("committed"))
                .withColumn("highest_before", F.max("committed").over(before)))
     return (commits.where(F.col("committed") < F.col("highest_before"))
@@ -426,7 +431,7 @@ def timelines(events: DataFrame) -> tuple[DataFrame, DataFrame]:
                  .select("trial", "actor", "partition", seconds("start_ns").alias("start_s"),
                          seconds("stop_ns").alias("stop_s"), "messages"))
     label = F.coalesce(field("action"), field("change"), F.col("error"), F.lit(""))
-    fenced = (F.col("kind") == "commit") & (field("outcome") == "fenced")
+    fenced = commit_outcome("fenced")
     marks = (events.where(F.col("kind").isin(*TIMELINE_MARKS) | fenced).join(origin, "trial")
              .select("trial", seconds("ts_ns").alias("t_s"), "actor",
                      F.when(fenced, F.lit("commit_fenced")).otherwise(F.col("kind")).alias("kind"),

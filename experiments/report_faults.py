@@ -31,12 +31,8 @@ ZOMBIE_TRIAL_TABLE = [("variant", "fault"), ("design", "design"), ("duplicates",
                       ("offsets_moved_backwards", "offsets moved backwards")]
 
 
-def _overrides(summary: pd.DataFrame, grid_of) -> list[tuple[str, str]]:
-    specs = {s.design: s for s in grid_of("quick")}
-    return [(design, ", ".join(f"`{o}`" for o in spec.overrides) or "none") for design, spec in sorted(specs.items())]
-
-
-def split_brain_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines) -> str:
+def split_brain_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines,
+                        overrides: list[tuple[str, str]]) -> str:
     ok = summary[(summary.status == "ok") & (summary.change == "churn")]
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
              ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))}, each consumer "
@@ -47,7 +43,8 @@ def split_brain_section(summary: pd.DataFrame, env: dict, figures: Path, root: P
              ("scenario", "stable group; then `j1` joins, `j2` joins, `j1` leaves, 0.5 s apart (one change: "
                           "`churn`); the lag starts after the group first converged"),
              ("brokers", "3 per trial, each hosting a group coordinator, sessions spread over the ensemble"),
-             ("configs", "each family's defaults (see the herd section) with `auto.offset.reset` from the start")]
+             ("configs", "each family's defaults (see the herd section) with `auto.offset.reset` from the start; "
+                         "overrides: " + "; ".join(f"{design} {found}" for design, found in overrides))]
     rows = ok.sort_values(["design", "follower_delay_ms"])[[c for c, _ in SPLIT_TABLE]]
     figure = _split_figure(ok, figures / "split_brain.png")
     panels = []
@@ -129,7 +126,8 @@ def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def zombie_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines) -> str:
+def zombie_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines,
+                   overrides: list[tuple[str, str]]) -> str:
     ok = summary[summary.status == "ok"].sort_values(["variant", "design", "change_index"])
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
              ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))}: the victim "
@@ -139,7 +137,6 @@ def zombie_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, 
                         f"{zombie.HOLD_S:g} s more, then SIGCONT; `cut`: blackhole `c1`'s link to ZooKeeper "
                         "(legacy) or to its coordinator (modern), its broker links untouched, as long, then heal"),
              ("ZooKeeper", "1 server per trial"), ("brokers", "3 per trial, each hosting a group coordinator")]
-    overrides = _overrides(summary, zombie.grid)
     per_change = ok[[c for c, _ in ZOMBIE_TABLE]]
     per_trial = ok.drop_duplicates("trial")[[c for c, _ in ZOMBIE_TRIAL_TABLE]]
     figure = _zombie_figure(ok, figures / "zombie.png")

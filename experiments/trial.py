@@ -98,6 +98,8 @@ SERVER_COUNTERS = ("zk_packets_received", "zk_packets_sent", "zk_watch_count", "
                    "zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                    "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
 STEP_ACTIONS = ("join", "leave", "churn", "pause", "resume", "cut", "heal")
+#: the steps that change membership alone, without a fault on anyone's session or link
+MEMBERSHIP_CHANGES = ("join", "leave", "churn")
 LAYOUTS = ("shared", "spread")
 VICTIM = "c1"
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .cleanup import OWNER_LABEL, OWNER_PROPERTY, TEMP_PREFIX
 from .faultproxy import open_proxies
+from .processes import proc_stat
 
 # `-Drebalance.lab.owner=PID` on a JVM, `--rebalance.lab.owner=PID` on a Python child.
 _OWNER_ARG = re.compile(rf"-{{1,2}}D?{re.escape(OWNER_PROPERTY)}=(\d+)")
@@ -39,10 +40,8 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie is dead for our purposes.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def lab_processes() -> dict[int, int]:

@@ -159,11 +159,20 @@ class LabProcess:
         REAPER.unregister(self._token)
 
 
-def _proc_state(pid: int) -> str:
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of `/proc/<pid>/stat` after the command name: [state, ppid, ...]; None if it is gone (or no /proc).
+
+    The command name is in parentheses and may itself hold spaces or `)`, hence the split at the last `)`.
+    """
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return "?"
+        return None
+
+
+def _proc_state(pid: int) -> str:
+    fields = proc_stat(pid)
+    return fields[0] if fields else "?"
 
 
 _STDOUT = threading.Lock()

@@ -9,6 +9,7 @@ from kazoo.protocol.states import KazooState
 
 from lab_cluster.faultproxy import Mode
 from lab_cluster.faults import Faults, zk_link
+from lab_cluster.processes import proc_stat
 from lab_cluster.trace import TraceRecorder, trace_path
 
 
@@ -109,12 +110,11 @@ def test_delayed_link_answers_late_but_answers(zk):
 
 def test_process_faults_take_effect_and_are_recorded_in_order(zk, tmp_path):
     import uuid
-    from pathlib import Path
 
     from lab_cluster.broker.admin import BrokerProcess
 
     def state(pid):
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        return proc_stat(pid)[0]
 
     admin = kazoo(zk.connect, timeout=4.0)
     chroot = f"/faults/{uuid.uuid4().hex[:8]}"
