@@ -119,11 +119,11 @@ def test_a_server_that_fails_to_start_shows_its_log():
 
 def test_zookeeper_home_is_preferred_when_set(ensembles, monkeypatch, tmp_path):
     """An Apache-release layout (`$ZOOKEEPER_HOME/lib/*.jar`) runs too; here made from the same real jars."""
-    from lab_cluster.zk.distribution import _from_pyspark, find_distribution
+    from lab_cluster.zk.distribution import _from_spark, find_distribution
 
     lib = tmp_path / "apache-zookeeper-bin" / "lib"
     lib.mkdir(parents=True)
-    for jar in _from_pyspark().classpath:
+    for jar in _from_spark().classpath:
         (lib / os.path.basename(jar)).symlink_to(jar)
     monkeypatch.setenv("ZOOKEEPER_HOME", str(lib.parent))
     dist = find_distribution()

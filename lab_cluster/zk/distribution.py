@@ -1,16 +1,31 @@
 """Find Java and a ZooKeeper server's jars already installed on this machine.
 
-The embedded backend needs no download: the pyspark wheel ships
-`pyspark/jars/zookeeper-3.9.x.jar` and everything its server needs, so
-`pip install` alone brings a real ZooKeeper. Also accepted, in this order of
-preference: `$ZOOKEEPER_HOME` (an Apache release: `lib/*.jar`), then the
-pyspark wheel, then Debian's `zookeeper` package (`/usr/share/java`).
+The embedded backend needs no download: Spark ships ZooKeeper (`jars/zookeeper-3.9.x.jar`
+and everything its server needs), in the pyspark wheel as in any Spark distribution, so
+`pip install` alone brings a real ZooKeeper. Accepted, in this order of preference:
+`$ZOOKEEPER_HOME` (an Apache release: `lib/*.jar`), then Spark's jars, then Debian's
+`zookeeper` package (`/usr/share/java`).
+
+Spark's jars are looked for where the installation really is, never beside
+`pyspark.__file__`: inside a Spark Python worker Spark puts its own
+`pyspark.zip` first on `sys.path`, so `pyspark.__file__` is
+`.../pyspark/python/lib/pyspark.zip/pyspark/__init__.py`, which has no `jars`
+beside it. The candidates, first that holds a ZooKeeper jar wins:
+
+1. `$SPARK_HOME/jars` (Spark sets it in its workers and executors; on a
+   cluster it is the worker machine's own Spark);
+2. the installed pyspark distribution's `pyspark/jars`, found through its
+   package metadata (`importlib.metadata`), which names the site-packages
+   directory whatever `sys.path` puts first;
+3. pyspark's own guess, `pyspark.find_spark_home._find_spark_home()`.
 
 Java comes from `$JAVA_HOME/bin/java` when JAVA_HOME is set, else `java` on PATH.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -22,10 +37,10 @@ from ..errors import LabError
 
 _JAR_VERSION = re.compile(r"^zookeeper-(\d+\.\d+\.\d+)\.jar$")
 
-# What a ZooKeeper 3.9 server loads from pyspark's jars: itself, its wire
+# What a ZooKeeper 3.9 server loads from Spark's jars: itself, its wire
 # format (jute), logging (slf4j over log4j2), commons-io, and the netty classes
 # its TLS utilities reference at start-up.
-_PYSPARK_JAR_PREFIXES = (
+_SPARK_JAR_PREFIXES = (
     "zookeeper-",
     "slf4j-api-",
     "log4j-slf4j2-impl-",
@@ -57,12 +72,13 @@ JAVA_HINT = (
 class ZkDistribution:
     """A set of jars that can run `QuorumPeerMain`."""
 
-    source: str  # "ZOOKEEPER_HOME", "pyspark" or "debian"
+    source: str  # "ZOOKEEPER_HOME", "spark" or "debian"
     classpath: tuple[str, ...]
     version: str
+    where: str = ""  # the directory, and how it was found
 
     def describe(self) -> str:
-        return f"ZooKeeper {self.version} from {self.source}"
+        return f"ZooKeeper {self.version} from {self.source}" + (f" ({self.where})" if self.where else "")
 
 
 def find_java() -> str:
@@ -109,22 +125,35 @@ def _from_zookeeper_home(home: str) -> ZkDistribution:
     return ZkDistribution("ZOOKEEPER_HOME", tuple(map(str, jars)), version)
 
 
-def pyspark_jars_dir() -> Path | None:
+def spark_jars_dirs() -> list[tuple[Path, str]]:
+    """Every place Spark's jars may be on this machine, as (directory, how it was found), best first."""
+    found: list[tuple[Path, str]] = []
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        found.append((Path(home) / "jars", "SPARK_HOME"))
     try:
-        import pyspark
-    except ImportError:
-        return None
-    path = Path(pyspark.__file__).parent / "jars"
-    return path if path.is_dir() else None
+        from importlib.metadata import PackageNotFoundError, distribution
+
+        found.append((Path(distribution("pyspark").locate_file("pyspark/jars")), "the installed pyspark package"))
+    except PackageNotFoundError:
+        pass
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+
+        with contextlib.redirect_stderr(io.StringIO()):  # it prints, then exits, when it finds nothing
+            found.append((Path(_find_spark_home()) / "jars", "pyspark.find_spark_home"))
+    except (ImportError, SystemExit):
+        pass
+    return found
 
 
-def _from_pyspark() -> ZkDistribution | None:
-    jars_dir = pyspark_jars_dir()
-    if jars_dir is None:
-        return None
-    jars = sorted(j for j in jars_dir.glob("*.jar") if j.name.startswith(_PYSPARK_JAR_PREFIXES))
-    version = _version_of(jars)
-    return ZkDistribution("pyspark", tuple(map(str, jars)), version) if version else None
+def _from_spark() -> ZkDistribution | None:
+    for jars_dir, how in spark_jars_dirs():
+        jars = sorted(j for j in jars_dir.glob("*.jar") if j.name.startswith(_SPARK_JAR_PREFIXES))
+        version = _version_of(jars)
+        if version:
+            return ZkDistribution("spark", tuple(map(str, jars)), version, f"{jars_dir.resolve()}, via {how}")
+    return None
 
 
 def _from_debian() -> ZkDistribution | None:
@@ -149,12 +178,16 @@ def find_distribution() -> ZkDistribution:
     home = os.environ.get("ZOOKEEPER_HOME")
     if home:
         return _from_zookeeper_home(home)
-    for finder in (_from_pyspark, _from_debian):
+    for finder in (_from_spark, _from_debian):
         found = finder()
         if found:
             return found
     raise LabError(
-        "No ZooKeeper jars were found: pyspark is not installed (its wheel ships zookeeper-3.9.x.jar), "
-        "ZOOKEEPER_HOME is unset and Debian's zookeeper package is absent.",
+        "No ZooKeeper jars were found: ZOOKEEPER_HOME is unset, no Spark installation holds zookeeper-3.9.x.jar "
+        f"(looked in: {_looked_in()}) and Debian's zookeeper package is absent.",
         "Run scripts/setup.sh (it installs pyspark into .venv), or set ZOOKEEPER_HOME to an Apache ZooKeeper release.",
     )
+
+
+def _looked_in() -> str:
+    return "; ".join(f"{d} ({how})" for d, how in spark_jars_dirs()) or "no SPARK_HOME and no pyspark package"
