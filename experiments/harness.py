@@ -37,6 +37,7 @@ from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, Str
 
 from lab_cluster.processes import honour_ctrl_c, proc_stat
 from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
+from lab_cluster.zk import BackendRequest
 
 from . import metrics, store
 from .slots import machine_slot
@@ -114,7 +115,7 @@ def _interrupt_if_spark_dies() -> None:
     threading.Thread(target=watch, name="spark-watchdog", daemon=True).start()
 
 
-def _run_trials(batches, run_uri: str, trials_per_machine: int):
+def _run_trials(batches, run_uri: str, trials_per_machine: int, zk_backend: BackendRequest):
     """The Spark task: run each trial of this partition (one, by construction) and yield its result row."""
     honour_ctrl_c()
     _interrupt_if_spark_dies()
@@ -123,7 +124,7 @@ def _run_trials(batches, run_uri: str, trials_per_machine: int):
             spec = TrialSpec.from_row(row)
             local_dir, remote = _trial_location(run_uri, spec.trial_id)
             with machine_slot(trials_per_machine):
-                result = run_trial(spec, local_dir)
+                result = run_trial(spec, local_dir, zk_backend)
             if remote:
                 store.publish(local_dir, remote)
                 result.trial_dir = remote
@@ -143,14 +144,19 @@ def grid_frame(spark: SparkSession, specs: list[TrialSpec]) -> DataFrame:
 
 
 def run_grid(spark: SparkSession, specs: list[TrialSpec], run_uri: str, *, trials_per_machine: int = 1,
+             zk_backend: BackendRequest | None = None,
              on_progress: Callable[[dict[str, dict]], None] | None = None) -> pd.DataFrame:
-    """Run every trial as a Spark task; returns the trials' results (one row each)."""
+    """Run every trial as a Spark task; returns the trials' results (one row each).
+
+    `zk_backend`: what the trials' ZooKeeper runs on, read here on the driver (default: LAB_ZK_BACKEND
+    and LAB_ZK_CONNECT) and carried to every task, whose environment is the executor's, not ours."""
+    zk_backend = zk_backend or BackendRequest.from_environment()
     local = store.local_path(run_uri)
     if local is not None:
         local.mkdir(parents=True, exist_ok=True)
         (local / "grid.json").write_text(json.dumps([s.as_row() for s in specs], indent=1) + "\n")
-    job = grid_frame(spark, specs).mapInPandas(lambda batches: _run_trials(batches, run_uri, trials_per_machine),
-                                               RESULT_SCHEMA)
+    job = grid_frame(spark, specs).mapInPandas(
+        lambda batches: _run_trials(batches, run_uri, trials_per_machine, zk_backend), RESULT_SCHEMA)
     outcome: dict = {}
 
     def collect():

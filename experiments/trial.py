@@ -6,8 +6,9 @@ rate, the seed, consumer config overrides, the ZooKeeper ensemble's size, how
 the group is laid out over processes, a follower's quorum delay and the
 scenario's steps. `run_trial(spec, dir)` then, in order:
 
-1. provisions its own ZooKeeper (`zk_servers`: 1 or 3; the backend
-   `LAB_ZK_BACKEND` picks), three brokers (which host the group coordinator,
+1. provisions its own ZooKeeper (`zk_servers`: 1 or 3; on the backend the
+   run's `BackendRequest` asks for, resolved on the machine that runs the
+   trial; LAB_ZK_BACKEND there when none is given), three brokers (which host the group coordinator,
    as Kafka 0.9+ brokers do; ZooKeeper-era consumers never ask for it; broker
    b holds its session on server b mod S), topic `t` with P partitions and a
    producer;
@@ -80,7 +81,7 @@ from lab_cluster.faults import Faults, Link, zk_link
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient
-from lab_cluster.zk import provision
+from lab_cluster.zk import BackendRequest, provision
 
 from .group_watch import GroupWatch
 
@@ -197,7 +198,8 @@ class TrialFailed(Exception):
     """The scenario could not go on (the reason is the message); the traces so far are kept."""
 
 
-def run_trial(spec: TrialSpec, trial_dir: Path) -> TrialResult:
+def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | None = None) -> TrialResult:
+    """Run `spec` into `trial_dir` on a ZooKeeper of `zk_backend` (default: LAB_ZK_BACKEND here)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     environment: dict = {}
@@ -205,7 +207,7 @@ def run_trial(spec: TrialSpec, trial_dir: Path) -> TrialResult:
     try:
         with ExitStack() as stack:
             stack.callback(scenario.close)
-            _Scenario(spec, trial_dir, scenario, stack, environment).run()
+            _Scenario(spec, trial_dir, scenario, stack, environment, zk_backend).run()
         status, reason = "ok", ""
     except TrialFailed as exc:
         status, reason = "failed", str(exc)
@@ -216,8 +218,10 @@ def run_trial(spec: TrialSpec, trial_dir: Path) -> TrialResult:
 
 
 class _Scenario:
-    def __init__(self, spec: TrialSpec, trial_dir: Path, trace: TraceRecorder, stack: ExitStack, environment: dict):
+    def __init__(self, spec: TrialSpec, trial_dir: Path, trace: TraceRecorder, stack: ExitStack, environment: dict,
+                 zk_backend: BackendRequest | None = None):
         self.spec, self.dir, self.trace, self.stack, self.environment = spec, trial_dir, trace, stack, environment
+        self.zk_backend = zk_backend
         self.watch = GroupWatch(spec.design, spec.partitions)
         self.faults = Faults(trace)
         self.members: dict[str, LabProcess] = {}  # the processes of consumers started one by one
@@ -234,7 +238,7 @@ class _Scenario:
     def run(self) -> None:
         spec = self.spec
         self.progress("starting ZooKeeper", 0)
-        self.zk = zk = provision(servers=spec.zk_servers)
+        self.zk = zk = provision(servers=spec.zk_servers, backend=self.zk_backend)
         self.stack.callback(zk.close)
         self.environment.update(zk.describe())
         admin = KazooClient(hosts=zk.connect, timeout=10)

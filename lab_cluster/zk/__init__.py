@@ -5,10 +5,10 @@ Start here: `provision()` in `backends.py`; what an ensemble offers is in
 shares in `settings.py`.
 """
 
-from .backends import BACKENDS, BackendChoice, choose_backend, provision
+from .backends import BACKENDS, BackendChoice, BackendRequest, choose_backend, provision
 from .ensemble import Ensemble
 from .server import ServerState, ZkServer
 from .settings import ZkSettings
 
-__all__ = ["BACKENDS", "BackendChoice", "Ensemble", "ServerState", "ZkServer", "ZkSettings",
+__all__ = ["BACKENDS", "BackendChoice", "BackendRequest", "Ensemble", "ServerState", "ZkServer", "ZkSettings",
            "choose_backend", "provision"]

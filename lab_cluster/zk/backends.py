@@ -13,6 +13,14 @@
 
     with provision(servers=3) as zk:
         print(zk.backend, zk.version, zk.connect)
+
+Where the server starts is not always where the user asked: a trial runs in a
+Spark task, whose environment is the executor's, not the driver's (on a
+cluster, another machine's; even under `local[*]`, the Python workers keep the
+environment the Spark JVM started with). So a run reads the request once, on
+the driver (`BackendRequest.from_environment`), and hands it to every trial;
+`auto` is then resolved where the trial runs, since that is the machine whose
+Docker engine and Java matter.
 """
 
 from __future__ import annotations
@@ -33,6 +41,22 @@ BACKENDS = ("auto", "embedded", "testcontainers", "external")
 class BackendChoice:
     name: str
     reason: str
+
+
+@dataclass(frozen=True)
+class BackendRequest:
+    """The backend the user asked for, as the driver read it, carried to wherever a server is started."""
+
+    backend: str = "auto"
+    connect: str | None = None  # the ensemble of `external`
+    said_by: str = "LAB_ZK_BACKEND"  # where the request came from, for the reason a trial records
+
+    @classmethod
+    def from_environment(cls, backend: str | None = None) -> BackendRequest:
+        """`backend` (a command-line option) or LAB_ZK_BACKEND, and LAB_ZK_CONNECT for `external`."""
+        name = requested_backend(backend)
+        connect = os.environ.get("LAB_ZK_CONNECT") if name == "external" else None
+        return cls(name, connect, "--backend" if backend else "LAB_ZK_BACKEND")
 
 
 def requested_backend(backend: str | None = None) -> str:
@@ -65,27 +89,31 @@ def embedded_problem() -> str | None:
     return None
 
 
-def choose_backend(backend: str | None = None) -> BackendChoice:
-    name = requested_backend(backend)
+def choose_backend(backend: str | BackendRequest | None = None) -> BackendChoice:
+    request = backend if isinstance(backend, BackendRequest) else BackendRequest.from_environment(backend)
+    name = request.backend
     if name != "auto":
-        source = "--backend" if backend else "LAB_ZK_BACKEND"
-        return BackendChoice(name, f"{source}={name}")
+        return BackendChoice(name, f"{request.said_by}={name}")
     problem = testcontainers_problem()
     if problem is None:
         return BackendChoice("testcontainers", f"auto: a Docker engine answers and the image {zk_image()} is present")
     return BackendChoice("embedded", f"auto: {problem.rstrip('.')}; so the embedded JVM")
 
 
-def provision(servers: int = 1, backend: str | None = None, settings: ZkSettings | None = None) -> Ensemble:
-    """Start (or, for `external`, attach to) a ZooKeeper ensemble and wait until it serves."""
+def provision(servers: int = 1, backend: str | BackendRequest | None = None,
+              settings: ZkSettings | None = None) -> Ensemble:
+    """Start (or, for `external`, attach to) a ZooKeeper ensemble and wait until it serves.
+
+    `backend`: a name, a `BackendRequest` carried from elsewhere, or None for LAB_ZK_BACKEND here."""
     settings = settings or ZkSettings()
-    choice = choose_backend(backend)
+    request = backend if isinstance(backend, BackendRequest) else BackendRequest.from_environment(backend)
+    choice = choose_backend(request)
     if servers not in (1, 3, 5):
         raise LabError(f"An ensemble has 1, 3 or 5 servers, not {servers}.", "Choose one of those sizes.")
     if choice.name == "external":
         from .external import external_ensemble
 
-        return external_ensemble(choice.reason, settings)
+        return external_ensemble(choice.reason, settings, request.connect)
     if choice.name == "embedded":
         from .embedded import EmbeddedServer
 

@@ -60,10 +60,11 @@ ServerAddress(sid=2, client_port=2182, quorum_port=0, election_port=0, host='127
     return addresses, (slash + chroot if chroot else "")
 
 
-def external_ensemble(reason: str, settings: ZkSettings):
+def external_ensemble(reason: str, settings: ZkSettings, connect: str | None = None):
+    """The ensemble at `connect` (default: LAB_ZK_CONNECT), once one of its servers answers `ruok`."""
     from .ensemble import Ensemble
 
-    connect = os.environ.get("LAB_ZK_CONNECT", "")
+    connect = connect or os.environ.get("LAB_ZK_CONNECT", "")
     if not connect:
         raise LabError("LAB_ZK_BACKEND=external needs LAB_ZK_CONNECT, and it is not set.",
                        "Set it to your ensemble's connect string, e.g. LAB_ZK_CONNECT=127.0.0.1:2181.")
