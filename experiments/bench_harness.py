@@ -1,9 +1,9 @@
 """`bench harness`: wall time of `reproduce --profile quick`, and the metrics job's throughput on 10M events.
 
 1. Runs `reproduce --profile quick` into a run directory (a temp one, or
-   `--run-dir DIR`, kept so that `report DIR` can render the committed report
-   from the very run that was timed; its report goes there too, not over
-   REPORT.md) and times it, end to end: every trial, the analysis, the report.
+   `--run-dir DIR`, kept so that `report DIR --publish` can render the committed
+   report from the very run that was timed; its own report goes there, as
+   every run's does) and times it, end to end: every trial, the analysis, the report.
 2. Generates a synthetic trace of `--events` events (default ten million) with
    Spark, written as the trace files the lab writes (JSON lines, one file per
    actor and trial: mostly `processed`, with ZooKeeper requests, watch
@@ -113,8 +113,7 @@ def analysis_throughput(spark, events: int, work: Path) -> dict:
 
 
 def reproduce_wall_time(run_dir: Path) -> dict:
-    command = [sys.executable, "-m", "experiments", "reproduce", "--profile", "quick", "--out", str(run_dir),
-               "--report", str(run_dir / "REPORT.md")]
+    command = [sys.executable, "-m", "experiments", "reproduce", "--profile", "quick", "--out", str(run_dir)]
     t0 = time.perf_counter()
     status = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     seconds = round(time.perf_counter() - t0, 1)

@@ -7,7 +7,9 @@ has them, draws the figures (matplotlib, headless) into
 `<out's folder>/report/figures/`, copies the source files beside them
 (`report/`), and writes the Markdown. Every number
 in it comes from those files; rendering the same run twice gives the same
-REPORT.md, which is what `python -m experiments report RUN_DIR` does.
+REPORT.md, which is what `python -m experiments report RUN_DIR` does. By
+default a run's report goes inside the run directory (`RUN_DIR/REPORT.md`,
+`RUN_DIR/report/`); only publishing (`published.py`) writes the lab's own.
 """
 
 from __future__ import annotations
@@ -53,7 +55,21 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
             json.loads((run_dir / "configs.json").read_text()), json.loads((run_dir / "grid.json").read_text()))
 
 
-def render(run_dir: Path, out: Path = Path("REPORT.md")) -> Path:
+#: every experiment whose section states findings, in the report's order, with the function that checks them
+FINDINGS = {herd.NAME: herd.findings, split_brain.NAME: split_brain.findings, zombie.NAME: zombie.findings}
+
+
+def checked_findings(summary: pd.DataFrame) -> list[tuple[str, herd.Finding]]:
+    """(experiment, finding) for every finding the report states, checked on `summary`'s trials of that
+    experiment; experiments the summary has no trial of are left out."""
+    return [(name, finding) for name, check in FINDINGS.items() if (summary.experiment == name).any()
+            for finding in check(summary[summary.experiment == name])]
+
+
+def render(run_dir: Path, out: Path | None = None) -> Path:
+    """Render `run_dir`'s report into `out` (default: `run_dir/REPORT.md`), its figures and sources into
+    the `report/` folder beside it."""
+    out = out or run_dir / "REPORT.md"
     summary, env, configs, grid = load(run_dir)
     report_dir = out.parent / "report"
     figures = report_dir / "figures"

@@ -1,11 +1,15 @@
 """`run EXPERIMENT`, `reproduce` and `report RUN_DIR`: the lab's main job.
 
 - `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile quick|full] [--out DIR] [--master URL]
-  [--trials-per-machine K]`: the experiment's grid as a Spark job, a progress bar per trial, a results
-  table at the end; writes `DIR/summary.csv`, `DIR/results/*.parquet`, `DIR/environment.json`.
-- `reproduce [--profile quick|full]`: every experiment into a new run directory under `runs/`, then
-  REPORT.md rendered from it.
-- `report RUN_DIR [--out REPORT.md]`: re-render REPORT.md from stored results, running nothing.
+  [--trials-per-machine K] [--backend B]`: the experiment's grid as a Spark job, a progress bar per trial, a
+  results table at the end; writes `DIR/summary.csv`, `DIR/results/*.parquet`, `DIR/environment.json` and
+  the run's own report, `DIR/REPORT.md`.
+- `reproduce [--profile quick|full]`: every experiment into a new run directory under `runs/`, its report
+  rendered there, and which of the published report's findings held in it (`DIR/findings.csv`).
+- `report RUN_DIR [--publish]`: re-render a run's report from its stored results, running nothing; with
+  `--publish`, as the lab's REPORT.md and report/ (`published.py` says when it refuses).
+
+No run writes the published REPORT.md: only `--publish` does.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from rich.table import Table
 
 from lab_cluster.errors import LabError
 
-from . import herd, split_brain, store, zombie
+from . import herd, published, split_brain, store, zombie
 
 EXPERIMENTS = {m.NAME: m for m in (herd, split_brain, zombie)}
 
@@ -38,14 +42,18 @@ def add_parsers(sub) -> None:
     run.add_argument("--seeds", type=int, help="repetitions of each trial (default: the profile's, else 1)")
     run.add_argument("--out", help="run directory or URI (default: runs/<time>-<experiment>-<profile>)")
     run.set_defaults(run=run_experiment)
-    reproduce = sub.add_parser("reproduce", help="run every experiment and render REPORT.md")
+    reproduce = sub.add_parser("reproduce", help="run every experiment, render the run's report, compare its "
+                                                 "findings with the published REPORT.md")
     _grid_options(reproduce)
     reproduce.add_argument("--out", help="run directory (default: runs/<time>-reproduce-<profile>)")
-    reproduce.add_argument("--report", default="REPORT.md", help="where to write the report")
     reproduce.set_defaults(run=run_reproduce)
-    report = sub.add_parser("report", help="re-render REPORT.md from a run's stored results")
+    report = sub.add_parser("report", help="re-render a run's report from its stored results (--publish: as the "
+                                           "lab's REPORT.md)")
     report.add_argument("run_dir", type=Path)
-    report.add_argument("--out", default="REPORT.md")
+    where = report.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="write the report here (default: RUN_DIR/REPORT.md)")
+    where.add_argument("--publish", action="store_true",
+                       help="replace the lab's REPORT.md and report/ (refused if a trial failed)")
     report.set_defaults(run=run_report)
 
 
@@ -54,6 +62,8 @@ def _grid_options(p) -> None:
     p.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     p.add_argument("--trials-per-machine", type=int, default=1,
                    help="timing-sensitive trials allowed at once per machine (default 1)")
+    p.add_argument("--backend", help="the trials' ZooKeeper backend: auto, embedded, testcontainers or external "
+                                     "(default: LAB_ZK_BACKEND, else auto, resolved where each trial runs)")
 
 
 def _int_list(text: str | None, what: str) -> list[int] | None:
@@ -90,16 +100,19 @@ def _console() -> Console:
     return console
 
 
-def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine: int, profile: str):
+def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine: int, profile: str,
+                           backend: str | None = None):
     """Run `specs` on Spark with a progress bar per trial, analyse, record the environment; returns the summary."""
     from lab_cluster.spark import local_session
+    from lab_cluster.zk import BackendRequest
 
     from .harness import analyse, environment, run_grid
 
     console = _console()
+    zk_backend = BackendRequest.from_environment(backend)
     spark = local_session(master)
     console.print(f"[bold]{len(specs)} trials[/] on Spark {spark.version} ({spark.sparkContext.master}), "
-                  f"{trials_per_machine} at a time per machine -> {run_uri}")
+                  f"{trials_per_machine} at a time per machine, ZooKeeper backend {zk_backend.backend} -> {run_uri}")
     with Progress(TextColumn("{task.description}", justify="left"), BarColumn(), TextColumn("{task.fields[phase]}"),
                   TimeElapsedColumn(), console=console) as progress:
         phases = {s.trial_id: s.phases for s in specs}
@@ -110,7 +123,8 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
                 progress.start_task(bars[trial])
                 progress.update(bars[trial], completed=state["done"], phase=state["phase"])
 
-        results = run_grid(spark, specs, run_uri, trials_per_machine=trials_per_machine, on_progress=show)
+        results = run_grid(spark, specs, run_uri, trials_per_machine=trials_per_machine, zk_backend=zk_backend,
+                           on_progress=show)
         for row in results.itertuples():
             progress.update(bars[row.trial], completed=phases[row.trial],
                             phase=row.status if row.status == "ok" else f"FAILED: {row.reason[:60]}")
@@ -148,28 +162,87 @@ def run_experiment(args) -> int:
     specs = experiment.grid(args.profile, _designs(args.designs), _int_list(args.consumers, "--consumers"),
                             args.partitions, args.seeds)
     out = args.out or _new_run_dir(f"{args.experiment}-{args.profile}")
-    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile)
-    _console().print(f"results: {out}/summary.csv")
-    return 0 if (summary.status == "ok").all() else 1
+    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)
+    console = _console()
+    console.print(f"results: {out}/summary.csv")
+    if store.local_path(out) is not None:
+        _report_and_findings(console, Path(out), summary)
+    return _trials_verdict(console, summary)
 
 
 def run_reproduce(args) -> int:
-    from .report import render
-
     specs = [spec for experiment in EXPERIMENTS.values() for spec in experiment.grid(args.profile)]
     out = args.out or _new_run_dir(f"reproduce-{args.profile}")
     if store.local_path(out) is None:
-        raise LabError(f"reproduce renders REPORT.md from {out}, which must be a local directory.",
+        raise LabError(f"reproduce renders its report into {out}, which must be a local directory.",
                        "Give --out a local path, or use `run` for a remote results location.")
-    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile)
-    report = render(Path(out), Path(args.report))
-    _console().print(f"results: {out}; report: {report}")
-    return 0 if (summary.status == "ok").all() else 1
+    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)
+    console = _console()
+    _report_and_findings(console, Path(out), summary)
+    return _trials_verdict(console, summary)
+
+
+def _report_and_findings(console: Console, run_dir: Path, summary) -> None:
+    """Render the run's own report in its directory, then say which of the published findings it reproduced."""
+    from .report import render
+
+    report = render(run_dir)
+    outcomes = [o for o in published.compare(summary) if o.experiment in set(summary.experiment)]
+    published.save(outcomes, run_dir)
+    _print_findings(console, outcomes)
+    console.print(f"[bold]{published.verdict(outcomes)}[/] (this run's findings: {run_dir / 'findings.csv'})")
+    console.print(f"this run's report: {report}  (the published one, {_shown(published.REPORT)}, is unchanged)")
+    console.print(f"compare it: diff {_shown(published.REPORT)} {report}")
+    refused = published.refusals(run_dir)
+    if refused:
+        console.print("it cannot be published: " + "; ".join(refused))
+    else:
+        console.print(f"publish it: python -m experiments report {run_dir} --publish")
+
+
+def _print_findings(console: Console, outcomes) -> None:
+    if not outcomes:
+        return
+    mark = {True: "[green]holds[/]", False: "[red]does not hold[/]", None: "–"}
+    table = Table(title="findings: this run beside the published report")
+    for column in ("experiment", "finding", "published", "this run"):
+        table.add_column(column, overflow="fold")
+    for o in outcomes:
+        table.add_row(o.experiment, o.claim, mark[o.published], mark[o.here])
+    console.print(table)
+
+
+def _trials_verdict(console: Console, summary) -> int:
+    """0 when every trial ended ok; else 1, after saying how many failed and the first reason."""
+    trials = summary.drop_duplicates("trial")
+    failed = trials[trials.status != "ok"]
+    if failed.empty:
+        return 0
+    console.print(f"[red]{len(failed)} of {len(trials)} trials failed[/] (first: {failed.trial.iloc[0]}: "
+                  f"{failed.reason.iloc[0]})")
+    return 1
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the working directory where it is below it (shorter to read and to paste)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def run_report(args) -> int:
     from .report import render
 
-    report = render(args.run_dir, Path(args.out))
+    if args.publish:
+        report = published.publish(args.run_dir)
+        _console().print(f"published {_shown(report)} and {_shown(published.SOURCES)}/ from {args.run_dir}")
+        return 0
+    out = args.out or args.run_dir / "REPORT.md"
+    if out.resolve() == published.REPORT.resolve() or published.is_published_sources(out.parent):
+        raise LabError(f"{out} would overwrite the published report (REPORT.md and report/), which only --publish "
+                       "replaces.",
+                       f"Run `python -m experiments report {args.run_dir} --publish`, or give --out another path.")
+    report = render(args.run_dir, out)
     _console().print(f"rendered {report} from {args.run_dir}")
     return 0

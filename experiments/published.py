@@ -1,0 +1,118 @@
+"""The published report: the lab's committed `REPORT.md` and `report/`, and the only way a run replaces them.
+
+A run never writes there by itself: `run` and `reproduce` render their report
+inside the run directory (`RUN_DIR/REPORT.md`, `RUN_DIR/report/`), so a run that
+could not work here (no Java, a ZooKeeper that never answered) cannot destroy
+the report a user came to reproduce. Two things read the published report:
+
+- `compare(summary)`: which of the findings the published report states held
+  in a run, beside whether they held in the published one (`reproduce` prints
+  it and keeps it as `RUN_DIR/findings.csv`). Both sides are checked by the
+  same code (`report.checked_findings`) on stored results: the run's
+  `summary.csv` and the published `report/summary.csv`.
+- `publish(run_dir)`: what `report RUN_DIR --publish` does. It refuses, saying
+  why, a run with a failed trial, a run that lacks an experiment the published
+  report has (it would drop that section), and a run made by code that was not
+  committed (its `lab_commit` ends in `+dirty` or is unknown): every number in
+  the published report comes from a stored run of committed code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from lab_cluster.errors import LabError
+
+#: the lab's checkout: where REPORT.md and report/ are committed
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "REPORT.md"
+SOURCES = ROOT / "report"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One finding: did it hold in this run, and in the published report (None: not checked there)."""
+
+    experiment: str
+    claim: str
+    here: bool | None
+    published: bool | None
+
+    @property
+    def reproduced(self) -> bool:
+        return bool(self.here) and bool(self.published)
+
+
+def published_summary() -> pd.DataFrame | None:
+    """The stored results the published report was rendered from, or None where there is none."""
+    path = SOURCES / "summary.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def compare(summary: pd.DataFrame) -> list[Outcome]:
+    """Every finding checked in this run or stated by the published report, published order first."""
+    from .report import checked_findings
+
+    published = published_summary()
+    theirs = {(e, f.claim): f.holds for e, f in checked_findings(published)} if published is not None else {}
+    ours = {(e, f.claim): f.holds for e, f in checked_findings(summary)}
+    keys = list(theirs) + [k for k in ours if k not in theirs]
+    return [Outcome(e, claim, ours.get((e, claim)), theirs.get((e, claim))) for e, claim in keys]
+
+
+def verdict(outcomes: list[Outcome]) -> str:
+    """`N of M findings reproduced`, M being those the published report holds."""
+    stated = [o for o in outcomes if o.published]
+    if not stated:
+        return "there is no published report to compare with"
+    return f"{sum(o.reproduced for o in stated)} of {len(stated)} findings of the published report reproduced"
+
+
+def save(outcomes: list[Outcome], run_dir: Path) -> Path:
+    path = run_dir / "findings.csv"
+    pd.DataFrame([vars(o) for o in outcomes], columns=["experiment", "claim", "here", "published"]).to_csv(
+        path, index=False)
+    return path
+
+
+def refusals(run_dir: Path) -> list[str]:
+    """Why `run_dir` may not replace the published report (empty: it may)."""
+    from .report import load
+
+    summary, env, _, _ = load(run_dir)
+    problems = []
+    failed = summary[summary.status != "ok"].drop_duplicates("trial")
+    if not failed.empty:
+        problems.append(f"{len(failed)} of {summary.trial.nunique()} trials failed "
+                        f"({', '.join(failed.trial.head(3))}{', ...' if len(failed) > 3 else ''}): "
+                        f"{failed.reason.iloc[0]}")
+    published = published_summary()
+    if published is not None:
+        missing = sorted(set(published.experiment) - set(summary.experiment))
+        if missing:
+            problems.append(f"it has no trial of {', '.join(missing)}, which the published report has (publishing "
+                            "would drop those sections)")
+    commit = env.get("lab_commit", "unknown")
+    if commit == "unknown" or commit.endswith("+dirty"):
+        problems.append(f"it was made by code that was not committed (lab commit {commit})")
+    return problems
+
+
+def publish(run_dir: Path) -> Path:
+    """Render `run_dir` as the published report, or a LabError that says why it may not be."""
+    from .report import render
+
+    problems = refusals(run_dir)
+    if problems:
+        raise LabError(f"{run_dir} cannot be published: " + "; ".join(problems) + ". REPORT.md and report/ are "
+                       "unchanged.", "Publish a `reproduce` run of committed code whose trials all ended ok; its "
+                       "own report is in the run directory either way.")
+    return render(run_dir, REPORT)
+
+
+def is_published_sources(path: Path) -> bool:
+    return path.resolve() == SOURCES.resolve()
+
