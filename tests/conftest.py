@@ -18,8 +18,10 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -32,6 +34,7 @@ from lab_cluster.zk import Ensemble, ZkSettings, provision
 from lab_cluster.zk.backends import testcontainers_problem
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_sessionstart(session):
@@ -72,6 +75,20 @@ def interrupt(proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
             proc.kill()
             proc.wait()
     raise AssertionError(f"{' '.join(map(str, proc.args))} did not stop within {timeout_s:.0f} s of SIGINT")
+
+
+def cli(*args, env_changes=None, timeout=120) -> subprocess.CompletedProcess:
+    """Run `python -m experiments ARGS` from the checkout with `env_changes` (None: unset); its output as text.
+
+    The time limit is a guard against hangs, not a speed assertion."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for key, value in (env_changes or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return subprocess.run([sys.executable, "-m", "experiments", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def kazoo(hosts: str, timeout: float = 10.0) -> KazooClient:

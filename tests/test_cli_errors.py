@@ -10,26 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import interrupt, kazoo
+from conftest import REPO, cli, interrupt, kazoo
 
 from lab_cluster.leaks import find_leaks
 from lab_cluster.ports import free_port
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def cli(*args, env_changes=None, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    for key, value in (env_changes or {}).items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return subprocess.run([sys.executable, "-m", "experiments", *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def assert_clear_error(result, *phrases):

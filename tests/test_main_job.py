@@ -1,0 +1,176 @@
+"""The README's main job where it runs for a new user: on the embedded backend, through Spark, and never at
+the cost of the published report.
+
+CI has a Docker engine, so `auto` would pick testcontainers there; these tests choose the machine state a
+user without Docker has (LAB_ZK_BACKEND=embedded, or a DOCKER_HOST no engine answers at) so that the path
+such a user takes runs in CI too:
+
+- a small herd grid (N=2, both designs) through the Spark harness on the embedded backend: every trial ok,
+  each one's ZooKeeper started inside its Spark task from Spark's own jars;
+- the embedded backend finds ZooKeeper's jars where a Spark worker's `import pyspark` is Spark's zip;
+- `doctor --start` with no Docker engine answering picks embedded and starts a server inside a Spark task;
+- `reproduce` whose every trial fails exits non-zero, says why, and leaves REPORT.md and report/
+  byte-identical; publishing refuses such a run and a run of uncommitted code, and re-publishing the
+  published report from its own sources changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, cli, run_experiment
+
+from experiments import herd, published
+from lab_cluster.errors import LabError
+from lab_cluster.ports import free_port
+
+pytestmark = [pytest.mark.spark]
+
+
+def _published_bytes() -> dict[str, str]:
+    """A digest of every file of the published report."""
+    files = [published.REPORT, *sorted(p for p in published.SOURCES.rglob("*") if p.is_file())]
+    return {str(p.relative_to(REPO)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+@pytest.mark.slow
+def test_a_herd_grid_runs_through_spark_on_the_embedded_backend(spark, tmp_path, monkeypatch):
+    # read on the driver and carried to the tasks: the Spark workers started with the test process's
+    # environment, so only the carried request can make them use the embedded backend
+    monkeypatch.setenv("LAB_ZK_BACKEND", "embedded")
+    _, specs, summary = run_experiment(spark, tmp_path, herd.grid("quick", consumers=[2]))
+    assert sorted(s.design for s in specs) == ["legacy", "modern"]
+    failed = summary[summary.status != "ok"]
+    assert failed.empty, failed[["trial", "reason"]].to_string()
+    assert set(summary.zk_backend) == {"embedded"}
+    assert len(summary) == 2 * len(specs)  # a join and a leave per trial
+    for spec in specs:
+        setup = next(json.loads(line) for line in
+                     (tmp_path / "trials" / spec.trial_id / "traces" / "scenario.jsonl").read_text().splitlines()
+                     if json.loads(line)["kind"] == "setup")
+        assert json.loads(setup["fields"])["zk_backend_reason"] == "LAB_ZK_BACKEND=embedded", setup
+
+
+def test_the_jars_are_found_where_pyspark_is_sparks_zip():
+    """A Spark worker imports pyspark from `pyspark/python/lib/pyspark.zip`, with no `jars` beside it."""
+    import pyspark
+
+    zip_path = next(Path(pyspark.__file__).parent.glob("python/lib/pyspark.zip"))
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import pyspark; "
+            "from lab_cluster.zk.distribution import find_distribution; "
+            "print(pyspark.__file__); print(find_distribution().describe())")
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "ZOOKEEPER_HOME")}
+    out = subprocess.run([sys.executable, "-c", code, str(zip_path)], env=env, cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    imported, found = out.stdout.splitlines()
+    assert "pyspark.zip" in imported
+    assert found.startswith("ZooKeeper 3.9.") and "via the installed pyspark package" in found
+
+
+def test_doctor_without_a_docker_engine_picks_embedded_and_starts_a_server_inside_spark(tmp_path):
+    result = cli("doctor", "--start", timeout=300,
+                 env_changes={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock", "LAB_ZK_BACKEND": None,
+                              "COLUMNS": "400"})
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "backend: embedded" in out
+    lines = [line for line in out.splitlines() if line.startswith("in a Spark task")]
+    assert any("a trial gets backend embedded (auto: No Docker engine answers" in line for line in lines), out
+    assert any("started ZooKeeper 3.9." in line and "ruok: imok" in line for line in lines), out
+
+
+@pytest.mark.slow
+def test_reproduce_whose_trials_all_fail_leaves_the_published_report_untouched(tmp_path):
+    before = _published_bytes()
+    port = free_port()  # nothing listens there
+    run_dir = tmp_path / "run"
+    result = cli("reproduce", "--out", str(run_dir), timeout=900,
+                 env_changes={"LAB_ZK_BACKEND": "external", "LAB_ZK_CONNECT": f"127.0.0.1:{port}", "COLUMNS": "300"})
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out[-3000:]
+    assert "Traceback" not in out
+    trials = len(json.loads((run_dir / "grid.json").read_text()))
+    assert f"{trials} of {trials} trials failed" in out
+    assert f"No server of LAB_ZK_CONNECT=127.0.0.1:{port} answered" in out
+    assert "0 of 16 findings of the published report reproduced" in out
+    assert "the published one, REPORT.md, is unchanged" in out
+    assert "it cannot be published" in out
+    assert _published_bytes() == before
+    # the run's own report is in the run directory, listing why its trials failed
+    assert "## Failed trials" in (run_dir / "REPORT.md").read_text()
+    assert (run_dir / "findings.csv").exists()
+    # and publishing it is refused, with the published report unchanged
+    refused = cli("report", str(run_dir), "--publish")
+    assert refused.returncode == 2 and f"{trials} of {trials} trials failed" in refused.stderr, refused.stderr
+    assert _published_bytes() == before
+
+
+def test_the_published_report_reproduces_its_own_findings():
+    summary = published.published_summary()
+    outcomes = published.compare(summary)
+    assert len(outcomes) == 16 and all(o.reproduced for o in outcomes)
+    assert published.verdict(outcomes) == "16 of 16 findings of the published report reproduced"
+
+
+def test_a_run_that_lost_a_finding_says_which(tmp_path):
+    summary = published.published_summary()
+    # the coordinator era's zombie commits, all accepted: its fencing findings no longer hold
+    zombie_modern = (summary.experiment == "zombie") & (summary.design == "modern")
+    summary.loc[zombie_modern, "zombie_commits_accepted"] = 3
+    outcomes = published.compare(summary)
+    lost = [o.claim for o in outcomes if o.published and not o.here]
+    assert lost == ["Coordinator era, pause: the zombie's commits are fenced, none is accepted, no committed "
+                    "offset moves backwards",
+                    "Coordinator era, cut: the zombie's commits are fenced, none is accepted, no committed offset "
+                    "moves backwards"]
+    assert published.verdict(outcomes) == "14 of 16 findings of the published report reproduced"
+    saved = pd.read_csv(published.save(outcomes, tmp_path))
+    assert len(saved) == 16 and (~saved.here).sum() == 2
+
+
+def _copy_of_published_run(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    shutil.copytree(published.SOURCES, run_dir, ignore=shutil.ignore_patterns("figures"))
+    return run_dir
+
+
+def test_publishing_refuses_failed_trials_missing_experiments_and_uncommitted_code(tmp_path):
+    run_dir = _copy_of_published_run(tmp_path)
+    summary = pd.read_csv(run_dir / "summary.csv")
+    summary["reason"] = summary["reason"].astype(object)
+    summary.loc[summary.experiment == "zombie", ["status", "reason"]] = ["failed", "the victim never woke"]
+    summary = summary[summary.experiment != "split_brain"]
+    summary.to_csv(run_dir / "summary.csv", index=False)
+    env = json.loads((run_dir / "environment.json").read_text())
+    (run_dir / "environment.json").write_text(json.dumps({**env, "lab_commit": env["lab_commit"] + "+dirty"}))
+    before = _published_bytes()
+    with pytest.raises(LabError) as info:
+        published.publish(run_dir)
+    problem = info.value.problem
+    assert "4 of 14 trials failed" in problem and "the victim never woke" in problem
+    assert "no trial of split_brain" in problem
+    assert "code that was not committed" in problem and "+dirty" in problem
+    assert _published_bytes() == before
+
+
+def test_report_renders_into_the_run_directory_and_only_publish_writes_the_published_one(tmp_path):
+    run_dir = _copy_of_published_run(tmp_path)
+    before = _published_bytes()
+    result = cli("report", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert (run_dir / "REPORT.md").read_text() == published.REPORT.read_text()  # same stored results, same bytes
+    assert (run_dir / "report" / "figures" / "herd.png").exists()
+    refused = cli("report", str(run_dir), "--out", str(published.REPORT))
+    assert refused.returncode == 2 and "only --publish replaces" in refused.stderr, refused.stderr
+    # re-publishing the published report from its own sources changes nothing
+    assert cli("report", str(published.SOURCES), "--publish").returncode == 0
+    assert _published_bytes() == before
