@@ -4,8 +4,9 @@ Two places in Kafka give results that follow Java's hashing rather than any
 documented rule, and the lab reproduces both:
 
 - `partitionFor(groupId)`: a group's coordinator is the leader of partition
-  ``abs(groupId.hashCode()) % offsets.topic.num.partitions`` of
-  `__consumer_offsets` (`Utils.abs` masks the sign bit);
+  ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions`` of
+  `__consumer_offsets` (`Utils.abs` is `Math.abs`, except that
+  `Integer.MIN_VALUE`, which has no positive counterpart, gives 0);
 - the sticky assignor walks members in `HashMap` order, so which members keep
   one partition more than the others depends on that order.
 
@@ -15,7 +16,7 @@ units in 32-bit two's complement (values checked against a JVM)::
     >>> java_string_hash("C0"), java_string_hash("hello-group")
     (2125, -2143371836)
     >>> group_partition("hello-group", 50)
-    12
+    36
 
 A `java.util.HashMap` made with `new HashMap<>()` starts with 16 buckets,
 doubles whenever it holds more than 3/4 of its bucket count, puts a key in
@@ -52,9 +53,20 @@ def topic_partition_hash(topic: str, partition: int) -> int:
     return _int32(31 * (31 + partition) + java_string_hash(topic))
 
 
+def java_utils_abs(n: int) -> int:
+    """Kafka's `Utils.abs(int)`: `Math.abs`, with 0 for `Integer.MIN_VALUE`.
+
+    Not a sign mask: `-5 & 0x7FFFFFFF` is 2147483643, `Utils.abs(-5)` is 5.
+
+    >>> java_utils_abs(-5), java_utils_abs(-2**31), java_utils_abs(7)
+    (5, 0, 7)
+    """
+    return 0 if n == -(1 << 31) else abs(n)
+
+
 def group_partition(group_id: str, partitions: int) -> int:
     """Kafka's `GroupMetadataManager.partitionFor`: `Utils.abs(groupId.hashCode) % partitions`."""
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
+    return java_utils_abs(java_string_hash(group_id)) % partitions
 
 
 def _bucket(h: int, buckets: int) -> int:

@@ -5,14 +5,16 @@ in the subscription's user data). Owned partitions are trusted only from the
 highest generation: a partition claimed by two members of the same generation
 is taken from both; claimed in different generations, it goes to the newer.
 
-Kafka (3.5 and later, without racks) then takes one of two paths:
+Kafka (3.8 and later, and 3.7.1, without racks) then takes one of two paths:
 
 **Constrained** (every member subscribes to the same topics), with P
 partitions and C members, ``minQuota = P // C``, ``maxQuota = ceil(P / C)``
 and ``P % C`` members allowed ``maxQuota``:
 
 1. walk the members in Java `HashMap` order; each keeps its owned partitions
-   (sorted by partition number, then topic) up to ``minQuota``, or up to
+   (sorted by partition number, then topic: KAFKA-16277, in 3.8.0 and
+   backported to 3.7.1; 3.5.x, 3.6.x and 3.7.0 keep them in the order the
+   member's user data lists them) up to ``minQuota``, or up to
    ``maxQuota`` while fewer than ``P % C`` members have done so;
 2. deal the partitions nobody kept, sorted by topic and number, round-robin to
    the members below ``minQuota`` (sorted by id), then one each to the
