@@ -257,7 +257,7 @@ def test_groups_of_partitions_this_coordinator_does_not_own_get_not_coordinator(
     h.coord.unload_partition(0)
     assert h.join()[0]["error"] == "NOT_COORDINATOR"
     h.coord.begin_loading(0)
-    assert h.heartbeat("m", 1) == "COORDINATOR_LOAD_IN_PROGRESS"
+    assert h.commit("m", 1) == "COORDINATOR_LOAD_IN_PROGRESS"
     box = []
     h.coord.join_group({"group_id": "", "session_timeout_ms": SESSION, "protocols": []}, box.append)
     assert box[0]["error"] == "INVALID_GROUP_ID"
@@ -315,3 +315,82 @@ def test_every_state_change_is_a_valid_kafka_transition():
                     ("PreparingRebalance", "CompletingRebalance"), ("CompletingRebalance", "Stable"),
                     ("Stable", "PreparingRebalance"), ("PreparingRebalance", "Empty")]
     assert E.ILLEGAL_GENERATION == 22 and E.UNKNOWN_MEMBER_ID == 25 and E.REBALANCE_IN_PROGRESS == 27
+
+
+def test_while_loading_heartbeats_are_answered_blindly_and_syncs_send_members_back_to_rejoin():
+    """Kafka's handleHeartbeat ("respond just blindly") and handleSyncGroup while the offsets partition loads."""
+    h = Harness()
+    leader, other = h.stable_group(2)
+    records = h.store.records[0]
+    h.coord.unload_partition(0)
+    h.coord.begin_loading(0)
+    assert h.heartbeat(other, 1) == "NONE"
+    assert h.sync(other, 1)[0]["error"] == "REBALANCE_IN_PROGRESS"
+    assert h.join(member_id=other)[0]["error"] == "COORDINATOR_LOAD_IN_PROGRESS"
+    assert h.commit(other, 1) == "COORDINATOR_LOAD_IN_PROGRESS"
+    h.coord.load_partition(0, records)
+    assert h.heartbeat(other, 1) == "NONE" and h.state is S.STABLE
+
+
+def test_a_pending_member_that_leaves_no_longer_holds_up_the_join():
+    """Kafka's removePendingMemberAndUpdateGroup: without it the join waits for the pending id's session."""
+    h = Harness()
+    leader, other = h.stable_group(2)
+    first = h.join(client="c-late")
+    pending = first[0]["member_id"]
+    held = [h.join(member_id=leader), h.join(member_id=other)]  # a rebalance, held for the pending member
+    assert h.state is S.PREPARING_REBALANCE and not held[0] and not held[1]
+    left = h.coord.leave_group({"group_id": G, "member_id": pending})
+    assert left["error"] == "NONE"
+    assert h.state is S.COMPLETING_REBALANCE and held[0][0]["generation_id"] == 2
+    assert ("member_removed", {"group": G, "member": pending, "reason": "pending member left"}) in h.events
+
+
+def test_a_new_member_is_removed_when_its_join_has_not_completed_within_five_minutes():
+    """Kafka's NewMemberJoinTimeoutMs (KAFKA-7610): a held JoinGroup keeps an old member, not a new one."""
+    h = Harness()
+    ten_minutes = 10 * 60 * 1000
+    (old,) = [m for m, _ in [h.new_member(rebalance=ten_minutes)]]
+    h.settle()
+    h.sync(old, 1, {old: {"partitions": [["t", 0]]}})
+    new_id, held = h.new_member(client="c-new", rebalance=ten_minutes)
+    assert h.state is S.PREPARING_REBALANCE  # waits for the old member, which never rejoins
+    for _ in range(4 * 60):
+        h.heartbeat(old, 1)  # the old member heartbeats (REBALANCE_IN_PROGRESS) but does not rejoin
+        h.advance(1_000)
+    assert new_id in h.coord.groups[G].members
+    for _ in range(60):
+        h.heartbeat(old, 1)
+        h.advance(1_000)
+    assert new_id not in h.coord.groups[G].members
+    assert held[0]["error"] == "UNKNOWN_MEMBER_ID"
+
+
+def test_members_that_never_sync_are_removed_after_the_rebalance_timeout_and_the_group_rebalances():
+    """KAFKA-12890's DelayedSync: without it the group stays in CompletingRebalance while the others heartbeat."""
+    h = Harness()
+    joins = [h.new_member(client=f"c{i}") for i in range(2)]
+    h.settle()
+    (a, _), (b, _) = joins
+    leader = joins[0][1][0]["leader"]
+    follower = b if leader == a else a
+    assert h.state is S.COMPLETING_REBALANCE
+    held = h.sync(follower, 1)  # the follower syncs; the leader heartbeats but never syncs
+    for _ in range(REBALANCE // 1_000 - 1):
+        assert h.heartbeat(leader, 1) == "NONE" and h.heartbeat(follower, 1) == "NONE"
+        h.advance(1_000)
+    assert leader in h.coord.groups[G].members
+    h.heartbeat(follower, 1)
+    h.advance(1_000)
+    assert leader not in h.coord.groups[G].members
+    assert h.state is S.PREPARING_REBALANCE
+    assert held[0]["error"] == "REBALANCE_IN_PROGRESS"
+    assert any(k == "member_removed" and f["reason"] == "no SyncGroup within the rebalance timeout"
+               for k, f in h.events)
+
+
+def test_a_groups_offsets_partition_is_kafkas_partition_for():
+    """`Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`: abs, not a sign mask (which gives 12 and 8)."""
+    coord = GroupCoordinator(MemoryStore(), CoordinatorConfig(offsets_topic_num_partitions=50))
+    assert coord.partition_for("hello-group") == 36
+    assert coord.partition_for("zombie") == 40

@@ -38,13 +38,23 @@ UNKNOWN_MEMBER_ID, and a generation other than the group's gets
 ILLEGAL_GENERATION. That is the fencing that stops a zombie.
 
 Timers (`Scheduler` keys): ``("join", g)`` the rebalance (or initial delay),
-``("heartbeat", g, m)`` a member's session, ``("pending", g, m)`` a member id
-handed out but not yet used. A member whose JoinGroup or SyncGroup is held
-open is kept alive by it; any other member silent for its
-`session.timeout.ms` is removed and the group rebalances.
+``("sync", g)`` the sync timeout, ``("heartbeat", g, m)`` a member's session,
+``("pending", g, m)`` a member id handed out but not yet used. A member whose
+JoinGroup or SyncGroup is held open is kept alive by it, except a new member
+(added by this rebalance), which is removed if the join has not completed
+within `NEW_MEMBER_JOIN_TIMEOUT_MS` (Kafka's `NewMemberJoinTimeoutMs`, 5
+minutes, KAFKA-7610); any other member silent for its `session.timeout.ms` is
+removed and the group rebalances. Members that are given a generation but do
+not send SyncGroup within the rebalance timeout are removed and the group
+rebalances (KAFKA-12890's `DelayedSync`, Kafka 2.8.1 and 3.0+).
 
-Departures from Kafka, stated: no static membership (`group.instance.id`),
-no sync timeout (Kafka 3.x removes members that join but never sync), an
+While the offsets partition is loading, Heartbeat is answered NONE ("respond
+blindly", so members keep their session) and SyncGroup REBALANCE_IN_PROGRESS
+(so members rejoin without rediscovering the coordinator); every other request
+gets COORDINATOR_LOAD_IN_PROGRESS. A LeaveGroup from a member id handed out but
+not yet used removes it at once, so the join it held up can complete.
+
+Departures from Kafka, stated: no static membership (`group.instance.id`), an
 OffsetCommit answer carries one error for all its partitions, and a tie in
 the protocol vote goes to the first name in order.
 """
@@ -63,6 +73,8 @@ from .group import Group, GroupState, Member, Respond
 from .scheduler import Scheduler
 
 PROTOCOL_TYPE = "consumer"
+#: Kafka's `GroupCoordinator.NewMemberJoinTimeoutMs`: a new member's held JoinGroup keeps it only this long
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -194,6 +206,7 @@ class GroupCoordinator:
                     member.answer_sync(answer(ErrorCode.NOT_COORDINATOR))
                     self.timers.cancel(("heartbeat", group_id, member.member_id))
                 self.timers.cancel(("join", group_id))
+                self.timers.cancel(("sync", group_id))
                 self.offsets.pop(group_id, None)
 
     # -- JoinGroup ------------------------------------------------------------------------
@@ -275,10 +288,11 @@ class GroupCoordinator:
 
     def _add_member_and_rebalance(self, group: Group, member: Member, respond: Respond) -> None:
         member.awaiting_join = respond
+        member.is_new = True
         if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
-        self._heartbeat_deadline(group, member)
+        self._heartbeat_deadline(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self.on_event("member_added", group=group.group_id, member=member.member_id)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} joined")
 
@@ -293,12 +307,13 @@ class GroupCoordinator:
             self._prepare_rebalance(group, reason)
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        self._clear_pending_sync(group)
         if group.state is GroupState.COMPLETING_REBALANCE:
             # The generation being synced is abandoned: tell those waiting on SyncGroup to rejoin.
             for m in group.members.values():
                 m.assignment = {}
                 m.answer_sync(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
-        rebalance_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        rebalance_ms = group.rebalance_timeout_ms()
         if group.state is GroupState.EMPTY:
             delay = self.config.group_initial_rebalance_delay_ms
             self._join_timer_kind[group.group_id] = "initial"
@@ -343,12 +358,42 @@ class GroupCoordinator:
             self._store_group(group)
             return
         for member in group.members.values():
+            member.is_new = False
             member.answer_join(self._join_result(group, member))
             self._heartbeat_deadline(group, member)
+        # KAFKA-12890: every member must now send SyncGroup within the rebalance timeout
+        group.pending_sync = set(group.members)
+        generation = group.generation_id
+        self.timers.schedule(("sync", group.group_id), group.rebalance_timeout_ms(),
+                             lambda: self._sync_expired(group, generation))
+
+    def _sync_expired(self, group: Group, generation: int) -> None:
+        """Kafka's `onExpirePendingSync`: members that never sent SyncGroup are removed, the group rebalances."""
+        if generation != group.generation_id or group.state not in (GroupState.COMPLETING_REBALANCE,
+                                                                    GroupState.STABLE):
+            return
+        missing = sorted(group.pending_sync)
+        if not missing:
+            return
+        for member_id in missing:
+            member = group.members.get(member_id)
+            if member is not None:
+                self.timers.cancel(("heartbeat", group.group_id, member_id))
+                group.remove(member_id)
+                self.on_event("member_removed", group=group.group_id, member=member_id,
+                              reason="no SyncGroup within the rebalance timeout")
+        self._prepare_rebalance(group, f"removing {missing} on pending sync request expiration")
+
+    def _clear_pending_sync(self, group: Group) -> None:
+        group.pending_sync.clear()
+        self.timers.cancel(("sync", group.group_id))
 
     # -- SyncGroup ------------------------------------------------------------------------
     def sync_group(self, request: dict, respond: Respond) -> None:
         with self.lock:
+            if self.owner_error(request.get("group_id")) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # Kafka: "the consumer will attempt to rejoin without needing to rediscover the coordinator"
+                return respond(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
             group, err = self._current_member(request)
             if err is not None:
                 return respond(answer(err, assignment={}))
@@ -358,6 +403,7 @@ class GroupCoordinator:
                 return respond(answer(ErrorCode.UNKNOWN_MEMBER_ID, assignment={}))
             if group.state is GroupState.PREPARING_REBALANCE:
                 return respond(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
+            group.pending_sync.discard(member_id)
             if group.state is GroupState.STABLE:
                 self._heartbeat_deadline(group, member)
                 return respond(answer(assignment=member.assignment))
@@ -381,6 +427,8 @@ class GroupCoordinator:
     # -- Heartbeat and LeaveGroup ---------------------------------------------------------
     def heartbeat(self, request: dict) -> dict:
         with self.lock:
+            if self.owner_error(request.get("group_id")) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return answer()  # Kafka: "the group is still loading, so respond just blindly"
             group, err = self._current_member(request)
             if err is not None:
                 return answer(err)
@@ -393,6 +441,16 @@ class GroupCoordinator:
 
     def leave_group(self, request: dict) -> dict:
         with self.lock:
+            group_id, member_id = request.get("group_id"), request.get("member_id")
+            group = self.groups.get(group_id) if self.owner_error(group_id) is None else None
+            if group is not None and group.state is not GroupState.DEAD and member_id in group.pending_members:
+                # Kafka's removePendingMemberAndUpdateGroup: the id was handed out and never used
+                group.pending_members.discard(member_id)
+                self.timers.cancel(("pending", group_id, member_id))
+                self.on_event("member_removed", group=group_id, member=member_id, reason="pending member left")
+                if group.state is GroupState.PREPARING_REBALANCE:
+                    self._try_complete_join(group)
+                return answer()
             group, err = self._current_member(request, check_generation=False)
             if err is not None:
                 return answer(err)
@@ -421,16 +479,17 @@ class GroupCoordinator:
             return ErrorCode.ILLEGAL_GENERATION
         return None
 
-    def _heartbeat_deadline(self, group: Group, member: Member) -> None:
-        self.timers.schedule(("heartbeat", group.group_id, member.member_id), member.session_timeout_ms,
+    def _heartbeat_deadline(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+        self.timers.schedule(("heartbeat", group.group_id, member.member_id),
+                             member.session_timeout_ms if timeout_ms is None else timeout_ms,
                              lambda: self._session_expired(group, member.member_id))
 
     def _session_expired(self, group: Group, member_id: str) -> None:
         member = group.members.get(member_id)
         if member is None or group.state is GroupState.DEAD:
             return
-        if member.awaiting_join is not None or member.awaiting_sync is not None:
-            self._heartbeat_deadline(group, member)  # a held request keeps it alive
+        if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
+            self._heartbeat_deadline(group, member)  # a held request keeps it alive (Kafka: not a new member's)
             return
         self.on_event("member_expired", group=group.group_id, member=member_id,
                       session_timeout_ms=member.session_timeout_ms)

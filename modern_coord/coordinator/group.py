@@ -58,6 +58,7 @@ class Member:
     assignment: dict = field(default_factory=dict)
     awaiting_join: Respond | None = None
     awaiting_sync: Respond | None = None
+    is_new: bool = False  # added by the rebalance in progress (Kafka's `MemberMetadata.isNew`)
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
@@ -96,6 +97,7 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
+    pending_sync: set[str] = field(default_factory=set)  # given this generation, no SyncGroup yet
     new_member_added: bool = False
 
     def transition(self, to: GroupState) -> GroupState:
@@ -114,8 +116,13 @@ class Group:
 
     def remove(self, member_id: str) -> None:
         self.members.pop(member_id, None)
+        self.pending_sync.discard(member_id)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
+
+    def rebalance_timeout_ms(self) -> int:
+        """Kafka's `GroupMetadata.rebalanceTimeoutMs`: the largest of the members'."""
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
