@@ -6,20 +6,31 @@ Two threads, as in the Java client since 0.10.1:
   (JoinGroup, then SyncGroup; the leader runs the assignor), fetches from the
   partition leaders, records a `processed` event per message, and commits;
 - the **heartbeat thread** sends Heartbeat every `heartbeat.interval.ms`
-  (timing in `heartbeat.py`) and turns the answers into requests to the
-  poll loop: rejoin (REBALANCE_IN_PROGRESS), reset and rejoin
-  (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), find the coordinator again
-  (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer for a whole session).
+  (timing in `heartbeat.py`) while the member has a generation
+  (COMPLETING_REBALANCE or STABLE), and turns each answer into a request to
+  the poll loop (`_on_heartbeat_answer`, as the Java client's
+  `HeartbeatResponseHandler`): rejoin on REBALANCE_IN_PROGRESS, but only when
+  STABLE (one that arrives mid-rebalance belongs to the rebalance already
+  under way); reset and rejoin on ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, but
+  only if the generation the heartbeat was sent under is still the current one
+  (else the answer is stale and ignored); find the coordinator again on
+  NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or no answer for a whole session,
+  looking it up itself as Java's heartbeat thread does. When the application
+  has not polled for `max.poll.interval.ms`, it leaves the group (LeaveGroup,
+  generation and member id reset, heartbeats stop) so that the others can go on.
 
 One rebalance, as this member lives it (states in `member.py`)::
 
-    commit positions (if auto-commit), revoke everything (eager), rebalance_begin
+    commit positions (if auto-commit; retried until the rebalance timeout),
+    revoke everything (eager), rebalance_begin
     JoinGroup(member id or "")  -> MEMBER_ID_REQUIRED: again with the id handed out
                                 -> generation g, leader, members (leader only)
     leader: assignor(members' subscriptions) ; SyncGroup(g, assignments)
-    SyncGroup answer            -> this member's partitions, STABLE
-    OffsetFetch                 -> start positions (none: auto.offset.reset)
-    assigned, rebalance_end
+    SyncGroup answer            -> this member's partitions, STABLE: assigned, rebalance_end;
+                                   the rejoin request is cleared only now (Java: rejoinNeeded = false
+                                   on SyncGroup success), so requests made during the rebalance are absorbed
+    then, in the poll loop      -> start positions: OffsetFetch, else auto.offset.reset (ListOffsets);
+                                   a failure is retried after retry.backoff.ms, never a reason to rejoin
 
 It never talks to ZooKeeper. Departure from the Java client, stated: when
 the heartbeat thread learns that the generation is gone, the Java client
@@ -27,7 +38,8 @@ resets it at once, so a commit that follows fails inside the client
 (CommitFailedException). The lab's poll loop commits first with the
 generation it consumed under, then resets, so the coordinator's fencing
 (ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID) is what the trace shows. Either
-way the zombie's offsets are not written.
+way the zombie's offsets are not written. A member that left on
+`max.poll.interval.ms` has no generation and sends no commit, as in Java.
 
 Usage::
 
@@ -56,6 +68,11 @@ E = ErrorCode
 FIND_AGAIN = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE}
 FENCED = {E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID}
 FATAL = {E.INCONSISTENT_GROUP_PROTOCOL, E.INVALID_SESSION_TIMEOUT, E.INVALID_GROUP_ID, E.INVALID_REQUEST}
+#: errors after which a JoinGroup/SyncGroup is sent again at once (Java's joinGroupIfNeeded: `continue`)
+REJOIN_AT_ONCE = {"rebalance_in_progress", "member_id_required", "unknown_member_id", "illegal_generation"}
+#: commit errors Java retries (RetriableCommitFailedException): the coordinator moved, is loading or did not answer
+RETRIABLE_COMMIT = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                    E.REQUEST_TIMED_OUT}
 
 
 def now_ms() -> int:
@@ -88,9 +105,10 @@ class ModernConsumer:
         self._last_owned: list[TopicPartition] = []
         self._last_owned_generation = -1
         self._lock = threading.RLock()
-        self._rejoin_reason: str | None = "first join"
+        self._lookup_lock = threading.Lock()  # one coordinator lookup at a time (poll loop or heartbeat thread)
+        self._rejoin_reason: str | None = "first join"  # set: a rejoin is needed; cleared on SyncGroup success
         self._reset: ErrorCode | None = None
-        self._in_join = False
+        self._positions_retry_ms = 0  # when the poll loop may look its start positions up again
         self._stop = threading.Event()
         self._coordinator: tuple[str, int] | None = None
         self._coord_client: WireClient | None = None
@@ -137,9 +155,9 @@ class ModernConsumer:
             self.on_change(self)
 
     def request_rejoin(self, reason: str) -> None:
+        """Java's `requestRejoin`: a rejoin is needed, for this reason (the latest one given is kept)."""
         with self._lock:
-            if self._rejoin_reason is None:
-                self._rejoin_reason = reason
+            self._rejoin_reason = reason
 
     def _request_reset(self, code: ErrorCode, source: str) -> None:
         with self._lock:
@@ -170,6 +188,10 @@ class ModernConsumer:
 
     # -- coordinator discovery ---------------------------------------------------------
     def _ensure_coordinator(self) -> bool:
+        with self._lookup_lock:
+            return self._lookup_coordinator()
+
+    def _lookup_coordinator(self) -> bool:
         with self._lock:
             if self._coordinator is not None:
                 return True
@@ -225,6 +247,7 @@ class ModernConsumer:
                 if must_join:
                     self._rebalance()
                     continue
+                self._update_fetch_positions()
                 self._fetch_round()
                 self._maybe_auto_commit()
         except ConsumerFailed as exc:
@@ -236,9 +259,9 @@ class ModernConsumer:
 
     def _rebalance(self) -> None:
         with self._lock:
-            reason, self._rejoin_reason = self._rejoin_reason or "reset", None
+            reason = self._rejoin_reason or "reset"  # cleared only when a SyncGroup succeeds
         if self._assignment:
-            self._commit_positions("before rejoining")
+            self._commit_before_rejoining()
             self._revoke()
         self._apply_reset()
         self.rebalances += 1
@@ -248,9 +271,21 @@ class ModernConsumer:
         self.trace.record("rebalance_end", member=self.member_id, generation=self.generation.generation_id,
                           outcome=outcome, attempt=self.rebalances)
         if outcome != "ok":
+            self._set_state(MemberState.UNJOINED)
             self.request_rejoin(outcome)
-            if outcome not in ("rebalance_in_progress", "member_id_required"):
+            if outcome not in REJOIN_AT_ONCE:
                 self._stop.wait(self.config.retry_backoff_ms / 1000)
+
+    def _commit_before_rejoining(self) -> None:
+        """Java's onJoinPrepare: the auto-commit, retried while its error is retriable, until the rebalance
+        timeout (`max.poll.interval.ms`) has passed."""
+        deadline = now_ms() + self.config.max_poll_interval_ms
+        while True:
+            error = self._commit_positions("before rejoining")
+            if error not in RETRIABLE_COMMIT or now_ms() >= deadline or self._stop.is_set():
+                return
+            self._stop.wait(self.config.retry_backoff_ms / 1000)
+            self._ensure_coordinator()
 
     def _subscription_metadata(self) -> dict:
         return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
@@ -258,19 +293,13 @@ class ModernConsumer:
 
     def _join_and_sync(self) -> str:
         """One JoinGroup + SyncGroup round trip; returns `ok` or why not."""
-        self._set_state(MemberState.REBALANCING)
+        self._set_state(MemberState.PREPARING_REBALANCE)
         rebalance_ms = self.config.max_poll_interval_ms
-        with self._lock:
-            self._in_join = True
-        try:
-            answer = self._call_coordinator(
-                "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
-                client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
-                rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
-                protocols=[{"name": s, "metadata": self._subscription_metadata()} for s in self.config.strategies])
-        finally:
-            with self._lock:
-                self._in_join = False
+        answer = self._call_coordinator(
+            "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
+            client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
+            rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
+            protocols=[{"name": s, "metadata": self._subscription_metadata()} for s in self.config.strategies])
         if answer is None:
             return "coordinator_unavailable"
         error = ErrorCode(answer["error_code"])
@@ -286,6 +315,7 @@ class ModernConsumer:
             self.member_id = answer["member_id"]
             self.generation = Generation(answer["generation_id"], answer["member_id"], answer["protocol_name"])
         self.heartbeat.reset_timeouts(now_ms())
+        self._set_state(MemberState.COMPLETING_REBALANCE)
         assignments = []
         if answer["leader"] == self.member_id:
             assignments = self._assign_as_leader(answer["protocol_name"], answer["members"])
@@ -299,16 +329,18 @@ class ModernConsumer:
                           error=error.name, partitions=[list(tp) for tp in partitions])
         if error is not E.NONE:
             return self._handle_error("SyncGroup", error)
-        if not self._start_positions(partitions):
-            return "offset_fetch_failed"
         with self._lock:
+            self._rejoin_reason = None  # Java: rejoinNeeded = false, on SyncGroup success only
             self._assignment = sorted(partitions)
+            self._positions = {}
+            self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
         self.heartbeat.reset_timeouts(now_ms())
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in self._assignment])
         self.listener.on_partitions_assigned(list(self._assignment))
         self._set_state(MemberState.STABLE)
+        self._update_fetch_positions()
         return "ok"
 
     def _handle_error(self, api: str, error: ErrorCode) -> str:
@@ -335,27 +367,38 @@ class ModernConsumer:
                           protocol=protocol, assignment={m: [list(tp) for tp in tps] for m, tps in result.items()})
         return [{"member_id": m, "assignment": {"partitions": [list(tp) for tp in tps]}} for m, tps in result.items()]
 
-    def _start_positions(self, partitions: list[TopicPartition]) -> bool:
-        if not partitions:
-            return True
-        answer = self._call_coordinator("OffsetFetch", partitions=[list(tp) for tp in partitions])
-        if answer is None or answer["error_code"] != 0:
-            return False
-        positions = {}
-        for o in answer["offsets"]:
-            tp = (o["topic"], o["partition"])
-            if o["offset"] >= 0:
-                positions[tp] = o["offset"]
-            else:
-                which = "earliest" if self.config.auto_offset_reset == "earliest" else "latest"
-                offset = self.fetcher.list_offset(tp, which)
-                if offset is None:
-                    return False
-                positions[tp] = offset
+    def _update_fetch_positions(self) -> None:
+        """Java's `updateFetchPositions`: the committed offset of each assigned partition without a position,
+        else `auto.offset.reset`. What fails is tried again after `retry.backoff.ms`; it never causes a rejoin."""
         with self._lock:
-            self._positions = positions
-            self._committed.update({tp: o for tp, o in positions.items()})
-        return True
+            missing = [tp for tp in self._assignment if tp not in self._positions]
+        if not missing or now_ms() < self._positions_retry_ms:
+            return
+        found = {}
+        answer = self._call_coordinator("OffsetFetch", partitions=[list(tp) for tp in missing])
+        error = None if answer is None else ErrorCode(answer["error_code"])
+        if error is E.NONE:
+            for o in answer["offsets"]:
+                tp = (o["topic"], o["partition"])
+                if o["offset"] >= 0:
+                    found[tp] = o["offset"]
+                else:
+                    which = "earliest" if self.config.auto_offset_reset == "earliest" else "latest"
+                    offset = self.fetcher.list_offset(tp, which)
+                    if offset is not None:
+                        found[tp] = offset
+        elif error in FIND_AGAIN:
+            self._coordinator_unknown(f"OffsetFetch: {error.name}")
+        with self._lock:
+            found = {tp: o for tp, o in found.items() if tp in self._assignment}  # still ours
+            self._positions.update(found)
+            self._committed.update(found)
+            still_missing = [tp for tp in self._assignment if tp not in self._positions]
+        if still_missing:
+            self._positions_retry_ms = now_ms() + self.config.retry_backoff_ms
+            self.trace.record("positions_unknown", member=self.member_id, generation=self.generation.generation_id,
+                              partitions=[list(tp) for tp in still_missing],
+                              error=error.name if error is not None else "NETWORK_EXCEPTION")
 
     def _revoke(self) -> None:
         with self._lock:
@@ -393,16 +436,18 @@ class ModernConsumer:
         if self.config.enable_auto_commit and now_ms() - self._last_commit_ms >= self.config.auto_commit_interval_ms:
             self._commit_positions("auto-commit")
 
-    def _commit_positions(self, why: str) -> None:
-        """Commit every position that moved, with the generation this member consumed under."""
+    def _commit_positions(self, why: str) -> ErrorCode | None:
+        """Commit every position that moved, with the generation this member consumed under; the error, or
+        None when nothing was sent (nothing moved, auto-commit off, or no generation: Java sends no commit
+        without one)."""
         self._last_commit_ms = now_ms()
         if not self.config.enable_auto_commit:
-            return
+            return None
         with self._lock:
             moved = {tp: o for tp, o in self._positions.items() if self._committed.get(tp) != o}
             generation = self.generation
-        if not moved:
-            return
+        if not moved or not generation.is_valid():
+            return None
         answer = self._call_coordinator(
             "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
             offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
@@ -420,6 +465,7 @@ class ModernConsumer:
             self.request_rejoin("OffsetCommit: REBALANCE_IN_PROGRESS")
         elif error in FIND_AGAIN:
             self._coordinator_unknown(f"OffsetCommit: {error.name}")
+        return error
 
     def _leave(self) -> None:
         """Stopping: commit, revoke, LeaveGroup, close connections."""
@@ -445,12 +491,21 @@ class ModernConsumer:
         backoff_s = max(self.config.retry_backoff_ms, 10) / 1000
         while not self._stop.is_set():
             with self._lock:
-                generation, client = self.generation, self._hb_client
-                enabled = generation.is_valid() and not self._in_join and client is not None
-            if not enabled:
-                self._stop.wait(backoff_s)
+                generation, state = self.generation, self.state
+            if state.has_not_joined_group() or not generation.is_valid():
+                self._stop.wait(backoff_s)  # Java: disabled until the member has a generation
                 continue
             now = now_ms()
+            with self._lock:
+                client = self._hb_client
+            if client is None:
+                # Java's heartbeat thread looks the coordinator up itself, then backs off
+                if not self._ensure_coordinator():
+                    continue
+                with self._lock:
+                    client = self._hb_client
+                if client is None:
+                    continue
             if self.heartbeat.session_timeout_expired(now):
                 # No successful heartbeat for a whole session: the coordinator is gone, or has
                 # evicted us. Kafka marks the coordinator unknown and looks it up again.
@@ -459,8 +514,7 @@ class ModernConsumer:
                 continue
             if self.heartbeat.poll_timeout_expired(now):
                 self.trace.record("poll_timeout", member=generation.member_id)
-                self.request_rejoin("max.poll.interval.ms expired")
-                self.heartbeat.poll(now)
+                self._maybe_leave_group("consumer poll timeout has expired")
                 continue
             if not self.heartbeat.should_heartbeat(now):
                 self._stop.wait(min(self.heartbeat.time_to_next_heartbeat(now), 100) / 1000)
@@ -472,16 +526,46 @@ class ModernConsumer:
                 error = ErrorCode(answer["error_code"])
             except ConnectionError:
                 error = None
-            self.trace.record("heartbeat", member=generation.member_id, generation=generation.generation_id,
-                              error=error.name if error is not None else "NETWORK_EXCEPTION")
-            if error in (E.NONE, E.REBALANCE_IN_PROGRESS):
-                self.heartbeat.received_heartbeat(now_ms())
-                if error is E.REBALANCE_IN_PROGRESS:
-                    self.request_rejoin("Heartbeat: REBALANCE_IN_PROGRESS")
-            elif error in FENCED:
-                self._request_reset(error, "Heartbeat")
-            elif error is None or error in FIND_AGAIN:
-                self.heartbeat.fail_heartbeat(now_ms())
-                self._coordinator_unknown(f"Heartbeat: {error.name if error else 'connection failed'}")
-            else:
-                self.heartbeat.fail_heartbeat(now_ms())
+            self._on_heartbeat_answer(error, generation)
+
+    def _on_heartbeat_answer(self, error: ErrorCode | None, sent_under: Generation) -> None:
+        """Java's `HeartbeatResponseHandler` (None: no answer). A REBALANCE_IN_PROGRESS that arrives while
+        this member is already rebalancing, and a fencing error for a generation it has already left, belong
+        to the past: both are ignored, and count as a heartbeat answered."""
+        with self._lock:
+            state, current = self.state, self.generation
+        ignored = ((error is E.REBALANCE_IN_PROGRESS and state is not MemberState.STABLE)
+                   or (error in FENCED and current != sent_under))
+        self.trace.record("heartbeat", member=sent_under.member_id, generation=sent_under.generation_id,
+                          error=error.name if error is not None else "NETWORK_EXCEPTION", ignored=ignored)
+        if error is E.NONE or error is E.REBALANCE_IN_PROGRESS or ignored:
+            self.heartbeat.received_heartbeat(now_ms())
+            if error is E.REBALANCE_IN_PROGRESS and not ignored:
+                self.request_rejoin("Heartbeat: REBALANCE_IN_PROGRESS")
+        elif error in FENCED:
+            self.heartbeat.fail_heartbeat(now_ms())
+            self._request_reset(error, "Heartbeat")
+        elif error is None or error in FIND_AGAIN:
+            self.heartbeat.fail_heartbeat(now_ms())
+            self._coordinator_unknown(f"Heartbeat: {error.name if error else 'connection failed'}")
+        else:
+            self.heartbeat.fail_heartbeat(now_ms())
+
+    def _maybe_leave_group(self, reason: str) -> None:
+        """Java's `maybeLeaveGroup`: LeaveGroup if the member is in a group, then generation and member id
+        reset (so heartbeats stop, and no commit is sent) and a rejoin requested for the next poll."""
+        with self._lock:
+            member_id, client, state = self.generation.member_id, self._hb_client, self.state
+        if member_id and client is not None and state is not MemberState.UNJOINED:
+            try:
+                answer = client.request("LeaveGroup", group_id=self.config.group_id, member_id=member_id)
+                error = ErrorCode(answer["error_code"]).name
+            except ConnectionError:
+                error = "NETWORK_EXCEPTION"
+            self.trace.record("leave", member=member_id, generation=self.generation.generation_id, error=error,
+                              reason=reason)
+        with self._lock:
+            self.generation, self.member_id = NO_GENERATION, ""
+        self.trace.record("generation_reset", error="NONE", member="", reason=reason)
+        self._set_state(MemberState.UNJOINED)
+        self.request_rejoin(reason)

@@ -1,13 +1,23 @@
 """What a member knows about itself: its state, its `Generation`, and the rebalance listener it calls.
 
-States and transitions (the Java client's `MemberState`)::
+States and transitions (the Java client's `AbstractCoordinator.MemberState`)::
 
-    UNJOINED     --JoinGroup sent-------------------------------------------> REBALANCING
-    REBALANCING  --SyncGroup answered with this member's assignment---------> STABLE
-    STABLE       --Heartbeat/commit says REBALANCE_IN_PROGRESS, or the
-                   member's own subscription changed: revoke, commit, rejoin--> REBALANCING
-    any          --ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: generation reset---> UNJOINED
-    any          --stop(): commit, revoke, LeaveGroup------------------------> UNJOINED (stopped)
+    UNJOINED             --JoinGroup sent-----------------------------------> PREPARING_REBALANCE
+    PREPARING_REBALANCE  --JoinGroup answered: a generation------------------> COMPLETING_REBALANCE
+    COMPLETING_REBALANCE --SyncGroup answered with this member's assignment--> STABLE
+    PREPARING_REBALANCE,
+    COMPLETING_REBALANCE --JoinGroup or SyncGroup failed---------------------> UNJOINED (and rejoin)
+    STABLE               --Heartbeat/commit says REBALANCE_IN_PROGRESS: a
+                           rejoin is requested; the poll loop commits,
+                           revokes and sends JoinGroup-----------------------> PREPARING_REBALANCE
+    any                  --ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID for the
+                           current generation: generation reset-------------> UNJOINED
+    any                  --max.poll.interval.ms expired: LeaveGroup,
+                           generation and member id reset--------------------> UNJOINED
+    any                  --stop(): commit, revoke, LeaveGroup----------------> UNJOINED (stopped)
+
+The heartbeat thread runs only in COMPLETING_REBALANCE and STABLE (Java's
+`hasNotJoinedGroup()` disables it in the other two).
 
 A `Generation` is what the coordinator said in the last completed JoinGroup:
 its id, this member's id and the chosen assignor. Commits and heartbeats carry
@@ -29,8 +39,13 @@ TopicPartition = tuple[str, int]
 
 class MemberState(enum.Enum):
     UNJOINED = "unjoined"
-    REBALANCING = "rebalancing"
+    PREPARING_REBALANCE = "preparing_rebalance"
+    COMPLETING_REBALANCE = "completing_rebalance"
     STABLE = "stable"
+
+    def has_not_joined_group(self) -> bool:
+        """Java's `MemberState.hasNotJoinedGroup`: no generation to heartbeat for."""
+        return self in (MemberState.UNJOINED, MemberState.PREPARING_REBALANCE)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The client's heartbeat timing and configuration, with a fake clock and no I/O."""
+"""The client without I/O: heartbeat timing, how heartbeat answers and pre-rejoin commits are handled, configuration."""
 
 import pytest
 
@@ -60,3 +60,55 @@ def test_java_clients_defaults_and_refusals():
         ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "h:1", "zookeeper.connect": "x"})
     with pytest.raises(LabError, match="bootstrap.servers"):
         ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "nohostport"})
+
+
+def _member(tmp_path, state, generation):
+    """A consumer that is never started: its heartbeat-answer handler alone, no I/O."""
+    from lab_cluster.trace import TraceRecorder
+    from modern_coord.config import ConsumerConfig
+    from modern_coord.consumer import ModernConsumer
+
+    config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9"})
+    consumer = ModernConsumer(config, ["t"], TraceRecorder(tmp_path, trial="t", design="modern", actor="c"))
+    consumer.state, consumer.generation, consumer._rejoin_reason = state, generation, None
+    return consumer
+
+
+def test_heartbeat_answers_are_handled_as_the_java_clients_handler_does(tmp_path):
+    from lab_cluster.wire import ErrorCode as E
+    from modern_coord.member import Generation, MemberState
+
+    g3, g4 = Generation(3, "m", "range"), Generation(4, "m", "range")
+    # REBALANCE_IN_PROGRESS: a rejoin only when STABLE; mid-rebalance it belongs to the rebalance under way
+    stable = _member(tmp_path, MemberState.STABLE, g3)
+    stable._on_heartbeat_answer(E.REBALANCE_IN_PROGRESS, g3)
+    assert stable._rejoin_reason == "Heartbeat: REBALANCE_IN_PROGRESS"
+    completing = _member(tmp_path, MemberState.COMPLETING_REBALANCE, g4)
+    completing._on_heartbeat_answer(E.REBALANCE_IN_PROGRESS, g4)
+    assert completing._rejoin_reason is None
+    # a fencing error resets only the generation it was sent under; a stale one is ignored, as answered
+    current = _member(tmp_path, MemberState.STABLE, g4)
+    current._on_heartbeat_answer(E.ILLEGAL_GENERATION, g4)
+    assert current._reset is E.ILLEGAL_GENERATION and current._rejoin_reason == "Heartbeat: ILLEGAL_GENERATION"
+    moved_on = _member(tmp_path, MemberState.STABLE, g4)
+    answered_before = moved_on.heartbeat.last_received_ms
+    moved_on._on_heartbeat_answer(E.UNKNOWN_MEMBER_ID, g3)
+    assert moved_on._reset is None and moved_on._rejoin_reason is None
+    assert moved_on.heartbeat.last_received_ms >= answered_before
+
+
+def test_the_commit_before_rejoining_is_retried_while_its_error_is_retriable(tmp_path):
+    """Java's onJoinPrepare retries the auto-commit until the rebalance timeout; a fenced one is not retried."""
+    from lab_cluster.wire import ErrorCode as E
+    from modern_coord.member import Generation, MemberState
+
+    for answers, calls in (([E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.NONE], 3),
+                           ([E.ILLEGAL_GENERATION, E.NONE], 1)):
+        member = _member(tmp_path, MemberState.STABLE, Generation(1, "m", "range"))
+        member.config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9",
+                                                  "retry.backoff.ms": 1})
+        left = list(answers)
+        member._commit_positions = lambda why, left=left: left.pop(0)
+        member._ensure_coordinator = lambda: True
+        member._commit_before_rejoining()
+        assert len(answers) - len(left) == calls

@@ -8,11 +8,11 @@ from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, int
 
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
-from lab_cluster.wire import WireClient
+from lab_cluster.wire import ErrorCode, WireClient
 from modern_coord.config import ConsumerConfig
 from modern_coord.consumer import ModernConsumer
 from modern_coord.coordinator.service import OFFSETS_TOPIC
-from modern_coord.member import MemberState
+from modern_coord.member import MemberState, RebalanceListener
 
 GROUP = "g"
 FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 10000,
@@ -29,13 +29,16 @@ class Group:
         self.traces: list[TraceRecorder] = []
         self.processes: dict[str, LabProcess] = {}
 
-    def add(self, name: str, **overrides) -> ModernConsumer:
+    def add(self, name: str, listener: RebalanceListener | None = None, **overrides) -> ModernConsumer:
         props = {"group.id": GROUP, "bootstrap.servers": self.cluster.bootstrap, "client.id": name, **FAST,
                  **overrides}
         trace = TraceRecorder(self.cluster.dir, trial="t", design="modern", actor=name)
         self.traces.append(trace)
-        self.members[name] = ModernConsumer(ConsumerConfig.from_dict(props), ["t"], trace, name=name).start()
-        return self.members[name]
+        consumer = ModernConsumer(ConsumerConfig.from_dict(props), ["t"], trace, name=name, listener=listener)
+        self.members[name] = consumer
+        if listener is not None:
+            listener.consumer = consumer
+        return consumer.start()
 
     def add_process(self, name: str, **overrides) -> LabProcess:
         args = ["--bootstrap", self.cluster.bootstrap, "--group", GROUP, "--topic", "t", "--count", "1",
@@ -381,3 +384,84 @@ def test_malformed_requests_get_errors_and_the_coordinator_keeps_serving_the_gro
     _wait_for(lambda: len(_member_events(group, "c1", "heartbeat")) > heartbeats + 2, "more heartbeats")
     assert _member_events(group, "c1", "heartbeat")[-1]["error"] == "NONE"
     assert describe(cluster)["state"] == "Stable"
+
+
+class HeartbeatAnswerMidRebalance(RebalanceListener):
+    """Hands its consumer a heartbeat answer REBALANCE_IN_PROGRESS while it revokes for a rebalance already under
+    way: what a Java client's heartbeat thread receives when its heartbeat crosses the rebalance's start."""
+
+    def __init__(self):
+        self.consumer: ModernConsumer | None = None
+        self.delivered = 0
+
+    def on_partitions_revoked(self, partitions):
+        consumer = self.consumer
+        if consumer is not None and consumer.generation.is_valid():
+            consumer._on_heartbeat_answer(ErrorCode.REBALANCE_IN_PROGRESS, consumer.generation)
+            self.delivered += 1
+
+
+def test_a_heartbeat_answer_arriving_mid_rebalance_causes_no_extra_generation(cluster, group):
+    """Java clears its rejoin request only when SyncGroup succeeds, so a request made during the rebalance is
+    absorbed by it. (Clearing it when the rebalance starts made this member rejoin once more: generation + 2.)"""
+    listener = HeartbeatAnswerMidRebalance()
+    c1 = group.add("c1", listener=listener)
+    group.add("c2")
+    before = group.settle(2)
+    group.add("c3")
+    after = group.settle(3)
+    assert listener.delivered >= 1
+    assert after["generation"] == before["generation"] + 1
+    time.sleep(3 * FAST["heartbeat.interval.ms"] / 1000)  # a stray rejoin would start within a heartbeat or two
+    assert describe(cluster)["generation"] == after["generation"]
+    begun = [e for e in _member_events(group, "c1", "rebalance_begin") if e["generation"] == before["generation"]]
+    assert len(begun) == 1, begun
+    assert c1.state is MemberState.STABLE
+
+
+def test_a_member_that_does_not_poll_within_max_poll_interval_leaves_the_group(cluster, group):
+    """Java's HeartbeatThread: poll timeout expired -> maybeLeaveGroup: LeaveGroup, generation and member id
+    reset, heartbeats stop; the others go on without it. (The lab used to keep heartbeating and stay a member.)"""
+    _start_producer(cluster, rate=50)
+    _wait_produced(cluster, 20)
+    c1 = group.add("c1")
+    group.add("slow", **{"max.poll.interval.ms": 1500, "lab.processing.ms": 200, "max.poll.records": 20})
+    group.settle(2)
+    _wait_for(lambda: _member_events(group, "slow", "leave"), "the slow member's LeaveGroup")
+    (leave,) = _member_events(group, "slow", "leave")[:1]
+    assert leave["error"] == "NONE" and leave["f"]["reason"] == "consumer poll timeout has expired"
+    assert _member_events(group, "slow", "poll_timeout")
+    _wait_for(lambda: c1.assignment() == ALL, "c1 to take every partition")
+    # until it polls again the slow member has no generation: no heartbeat and no commit under its old one
+    left_at = leave["ts_ns"]
+    rejoined = [e["ts_ns"] for e in _member_events(group, "slow", "assigned") if e["ts_ns"] > left_at]
+    until = rejoined[0] if rejoined else float("inf")
+    for kind in ("heartbeat", "commit"):
+        late = [e for e in _member_events(group, "slow", kind) if left_at < e["ts_ns"] < until]
+        assert not late, (kind, late)
+
+
+def test_start_positions_that_cannot_be_looked_up_are_retried_not_a_reason_to_rejoin(cluster, group, monkeypatch):
+    """Java looks positions up in the poll loop after SyncGroup and retries; a failure never causes a rejoin."""
+    from modern_coord.fetcher import Fetcher
+
+    real = Fetcher.list_offset
+    failures = {"left": 3}
+
+    def flaky(self, tp, which):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            return None  # as when the partition's leader is not known yet
+        return real(self, tp, which)
+
+    monkeypatch.setattr(Fetcher, "list_offset", flaky)
+    _start_producer(cluster, rate=20)
+    _wait_produced(cluster, 3)
+    c1 = group.add("c1")
+    group.settle(1)
+    _wait_for(lambda: {(e["topic"], e["partition"]) for e in _member_events(group, "c1", "processed")} == set(ALL),
+              "c1 to process every partition")
+    assert failures["left"] == 0 and _member_events(group, "c1", "positions_unknown")
+    reasons = [e["f"]["reason"] for e in _member_events(group, "c1", "rebalance_begin")]
+    assert reasons == ["first join", "member_id_required"], reasons
+    assert len(_member_events(group, "c1", "assigned")) == 1 and c1.generation.generation_id == 1
