@@ -8,28 +8,40 @@ Kafka 0.8's `ConsumerConfig` keys the lab implements, and the lab's own:
 | `consumer.id` | generated | `<group>_<host>-<millis>-<8 hex>` when not given |
 | `zookeeper.connect` | (required) | ZooKeeper connect string (with chroot if any) |
 | `zookeeper.session.timeout.ms` | 6000 | the consumer's ZooKeeper session timeout |
-| `zookeeper.connection.timeout.ms` | 6000 | how long to wait for the first connection |
-| `zookeeper.sync.time.ms` | 2000 | (accepted and recorded; 0.8 used it for ZK follower lag, the lab does not) |
+| `zookeeper.connection.timeout.ms` | the session timeout | how long to wait for the first connection |
+| `zookeeper.sync.time.ms` | 2000 | in 0.8.2.2's consumer, only the default of `rebalance.backoff.ms` |
 | `rebalance.max.retries` | 4 | attempts before `ConsumerRebalanceFailedException` |
-| `rebalance.backoff.ms` | 2000 | pause between attempts |
+| `rebalance.backoff.ms` | `zookeeper.sync.time.ms` | pause between attempts |
 | `auto.commit.enable` | true | commit offsets to ZooKeeper periodically |
 | `auto.commit.interval.ms` | 60000 | ... this often |
 | `auto.offset.reset` | largest | where to start with no committed offset: `smallest` or `largest` |
-| `partition.assignment.strategy` | range | `range` (0.8 also had `roundrobin`; the lab implements range) |
+| `partition.assignment.strategy` | range | `range` or `roundrobin` (`partition_assignor.py`) |
 | `watch_broker_ids` | always | lab: `always` (the mission) or `when_empty` (0.8.2.2's code, see below) |
 | `streams` | 1 | lab: consumer threads (streams) per consumer, each a `<consumerId>-<n>` thread id |
 | `fetch.max.records` | 500 | lab: records per Fetch request |
 | `fetch.wait.max.ms` | 100 | Kafka 0.8's name: how long a Fetch waits for new data |
 | `lab.processing.ms` | 0 | lab: time the application spends on each record (a zombie wakes up behind) |
 
+Two defaults are derived, as 0.8.2.2 derives them (ConsumerConfig L138, ZkUtils
+L746): `rebalance.backoff.ms` is `zookeeper.sync.time.ms` (a search of the
+whole 0.8.2.2 tree finds no other use of `zookeeper.sync.time.ms` in the
+consumer, nor in the broker: despite its name it is not about follower lag
+here), and `zookeeper.connection.timeout.ms` is the session timeout.
+An unknown `partition.assignment.strategy` is refused with a clear error (0.8
+silently used range for any other string).
+
 `watch_broker_ids`: the mission describes every consumer watching
-`/brokers/ids`; Kafka 0.8.2.2's code armed that watch only when a rebalance
+`/brokers/ids`; Kafka 0.8.2.2's code subscribed to it only when a rebalance
 found no broker at all. The lab does the first by default and the second on
 request, and records which.
 
     >>> c = ConsumerConfig.from_dict({"group.id": "g", "zookeeper.connect": "127.0.0.1:2181"})
     >>> (c.rebalance_max_retries, c.rebalance_backoff_ms, c.zookeeper_session_timeout_ms)
     (4, 2000, 6000)
+    >>> c = ConsumerConfig.from_dict({"group.id": "g", "zookeeper.connect": "127.0.0.1:2181",
+    ...                               "zookeeper.sync.time.ms": 500, "zookeeper.session.timeout.ms": 9000})
+    >>> (c.rebalance_backoff_ms, c.zookeeper_connection_timeout_ms)
+    (500, 9000)
 """
 
 from __future__ import annotations
@@ -69,7 +81,12 @@ class ConsumerConfig:
 
     @classmethod
     def from_dict(cls, props: dict) -> ConsumerConfig:
-        config = cls(**field_values(cls, props, cls.key_of, required=("group.id", "zookeeper.connect")))
+        values = field_values(cls, props, cls.key_of, required=("group.id", "zookeeper.connect"))
+        # 0.8.2.2's derived defaults
+        values.setdefault("rebalance_backoff_ms", values.get("zookeeper_sync_time_ms", cls.zookeeper_sync_time_ms))
+        values.setdefault("zookeeper_connection_timeout_ms",
+                          values.get("zookeeper_session_timeout_ms", cls.zookeeper_session_timeout_ms))
+        config = cls(**values)
         config._validate()
         if not config.consumer_id:
             config = _with(config, consumer_id=new_consumer_id(config.group_id))
@@ -83,7 +100,8 @@ class ConsumerConfig:
             (self.rebalance_backoff_ms >= 0, "rebalance.backoff.ms must be >= 0"),
             (self.auto_commit_interval_ms > 0, "auto.commit.interval.ms must be > 0"),
             (self.auto_offset_reset in ("smallest", "largest"), "auto.offset.reset must be smallest or largest"),
-            (self.partition_assignment_strategy == "range", "partition.assignment.strategy must be range"),
+            (self.partition_assignment_strategy in ("range", "roundrobin"),
+             "partition.assignment.strategy must be range or roundrobin"),
             (self.watch_broker_ids in ("always", "when_empty"), "watch_broker_ids must be always or when_empty"),
             (self.streams >= 1, "streams must be >= 1"),
             (self.fetch_max_records >= 1, "fetch.max.records must be >= 1"),

@@ -1,34 +1,73 @@
-"""The ZooKeeper-era consumer: Kafka 0.8's `ZookeeperConsumerConnector`, one per group member.
+"""The ZooKeeper-era consumer: Kafka 0.8.2.2's `ZookeeperConsumerConnector`, one per group member.
 
 States and transitions::
 
-    STARTING    --start(): session, registration, first rebalance requested--> REBALANCING
-    REBALANCING --an attempt claimed its whole share-----------------------> CONSUMING
-    CONSUMING   --a watch fired, or a new session after expiry--------------> REBALANCING
-    REBALANCING --rebalance.max.retries attempts failed--------------------> FAILED
-    FAILED      --a later watch event: a new syncedRebalance----------------> REBALANCING
-    any         --stop(): release, commit, deregister, close session--------> STOPPED
+    STARTING    --start(): session, registration, subscriptions, first rebalance---> REBALANCING
+    REBALANCING --an attempt claimed its whole share---------------------------------> CONSUMING
+    CONSUMING   --a watch fired, or a new session after expiry------------------------> REBALANCING
+    REBALANCING --rebalance.max.retries attempts failed------------------------------> FAILED
+    FAILED      --a later watch event: a new syncedRebalance--------------------------> REBALANCING
+    any         --stop(): fetchers stopped, commit (if auto-commit), session closed---> STOPPED
 
 FAILED is 0.8's `ConsumerRebalanceFailedException`: the consumer owns and
 fetches nothing but stays registered, so the others' range split still counts
 it and its share stays unconsumed. (0.8's watcher thread logged the exception
 and went on waiting for events, which is why a later change can revive it.)
 
-One rebalance attempt (`_attempt`), as DESIGN.md §2 orders it:
+Its threads, as 0.8's: the **watcher executor** (`_rebalance_loop`) runs a
+`syncedRebalance` whenever a listener raised the flag (a burst of events
+makes one more rebalance, not one each); zkclient's **event thread**
+(`watches.EventThread`) re-arms watches, calls the listeners and runs
+`handleNewSession`; the **auto-commit** scheduler commits at a fixed rate;
+one **fetcher** per owned partition.
 
-1. stop fetching and commit the positions (`revoked`);
-2. delete its owner znodes;
-3. read brokers, partitions and consumers, re-arming the watches (`view`);
-4. compute its share with the range split over sorted thread ids;
-5. claim each partition with an ephemeral owner znode; on a conflict undo,
-   back off `rebalance.backoff.ms`, and try again;
-6. start a fetcher per claimed partition at its committed offset (`assigned`).
+One rebalance attempt (`_rebalance`, ZookeeperConsumerConnector L636-704), in
+0.8.2.2's order; `rebalance.py` lists the reads and their number:
 
-Session handling, stated: SUSPENDED (connection lost, session maybe alive)
-changes nothing, and the fetchers keep fetching; that is how a partitioned
-consumer goes on processing partitions that the rest of the group has given to
-someone else. LOST (the session expired) is learnt only on reconnecting; the
-consumer then re-registers and rebalances, as 0.8's `handleNewSession` did.
+1. read the cluster (before the attempt), our registration, the brokers again;
+2. stop every fetcher and commit the registry's positions (if auto-commit:
+   `closeFetchers`);
+3. delete the owner znodes of the partitions in the registry
+   (`releasePartitionOwnership`), and empty it;
+4. read the assignment context (the `view`) and compute our share
+   (`partition_assignor.py`: range or roundrobin);
+5. read the committed offset of each partition of the share (`fetchOffsets`);
+6. claim the share (`ownership.claim_all`): if any partition is refused, the
+   attempt fails; after a failed attempt the fetchers are stopped and the
+   registry committed again (`closeFetchersForQueues`), then the back-off;
+7. the share becomes the registry; the brokers are read for the leader finder,
+   and a fetcher starts per partition (`assigned`).
+
+The registry (0.8's `topicRegistry`: what the consumer believes it owns, with
+each partition's consumed position) and the fetchers (the fetcher manager's)
+are apart, as in 0.8, because a new session empties the first and not the
+second.
+
+Session handling, stated:
+
+- **connection lost (SUSPENDED)** changes nothing (0.8's `handleStateChanged`
+  does nothing): fetchers keep fetching, a rebalance in progress and an
+  auto-commit wait for the connection (`zkclient.py`, `retryUntilConnected`);
+  a lost connection is no watch event (`watches.py`);
+- **reconnected within the session**: the watches are set again and any change
+  missed meanwhile is delivered (`GroupWatches.rewatch`, for Java's `SetWatches`);
+- **session expired (LOST, learnt only on reconnecting)**: on the event thread,
+  0.8's `handleNewSession`: `resetState` empties the registry (the fetchers go
+  on until the next attempt stops them, and that attempt commits and releases
+  nothing: the registry is empty), the consumer registers again and
+  rebalances; then every listener fires once more (zkclient's
+  `fireAllEvents`), which makes a second rebalance. Meanwhile an auto-commit
+  blocked since the outage writes the positions it took before it, on the new
+  session: 0.8's zombie commit. After a SIGSTOP, the fixed-rate scheduler runs
+  its overdue tick at once, with the positions of the moment.
+
+Departures, stated: one thread id per stream as 0.8, but a fetcher per
+partition rather than per broker; leaders come from the brokers' `Metadata`
+answer (after reading the brokers from ZooKeeper, as 0.8's leader finder did);
+a partition with no committed offset starts from `auto.offset.reset` when its
+fetcher starts (0.8: when its first fetch was refused as out of range);
+`stop()` gives up waiting for ZooKeeper after the session timeout plus the
+back-off (0.8's `shutdown` could wait for a blocked commit for a day).
 
 Usage::
 
@@ -42,25 +81,30 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
+from lab_cluster.broker import zk_layout as L
 from lab_cluster.broker.client import find_leader
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient, WireError
 
+from . import znodes
 from .config import ConsumerConfig
 from .fetching import PartitionFetcher
 from .offsets import commit_offset, fetch_offset
 from .ownership import claim_all, release_all
-from .rebalance import compute_share, read_view
-from .registration import deregister, register, thread_ids
-from .watches import GroupWatches
-from .zkclient import TracedZk
+from .partition_assignor import ASSIGNORS, AssignmentFailed
+from .rebalance import read_brokers, read_own_subscription, read_view
+from .registration import register, thread_ids
+from .watches import EventThread, GroupWatches
+from .zkclient import Stopping, TracedZk
+
+Key = tuple[str, int]
 
 
 class ConsumerState(enum.Enum):
@@ -79,22 +123,25 @@ class LegacyConsumer:
         self.trace = trace
         self.consumer_id = config.consumer_id
         self.threads = thread_ids(self.consumer_id, config.streams)
+        self.assignor = ASSIGNORS[config.partition_assignment_strategy]
         self.state = ConsumerState.STARTING
         self.on_change = on_change or (lambda consumer: None)
         self.rebalances = 0
-        self._lock = threading.RLock()
-        self._fetchers: dict[tuple[str, int], PartitionFetcher] = {}
-        self._owned: dict[tuple[str, int], str] = {}
-        self._committed: dict[tuple[str, int], int] = {}
-        self._rebalance_needed = threading.Event()
-        self._stopping = threading.Event()
-        self._session_lost = False
-        self._new_session = False
-        self._watches = GroupWatches(trace, self._rebalance_needed.set)
-        self._watch_brokers = config.watch_broker_ids == "always"
+        self._lock = threading.RLock()             # the registry and the fetchers
+        self._rebalance_lock = threading.RLock()   # 0.8's rebalanceLock: one rebalance at a time
+        self._registry: dict[Key, PartitionFetcher] = {}  # topicRegistry: partition -> its consumed position
+        self._fetchers: dict[Key, PartitionFetcher] = {}  # the fetcher manager's partitions
+        self._checkpointed: dict[Key, int] = {}     # checkpointedZkOffsets: the last offset written per partition
+        self._triggered = threading.Event()         # isWatcherTriggered
+        self._shutting_down = threading.Event()     # isShuttingDown
+        self._give_up = threading.Event()           # stop(): requests waiting for a connection give up
+        self._suspended = False
+        self._expired = False
         session_s = config.zookeeper_session_timeout_ms / 1000
         self.kazoo = KazooClient(hosts=config.zookeeper_connect, timeout=session_s)
-        self.zk = TracedZk(self.kazoo, trace, timeout_s=session_s)
+        self.zk = TracedZk(self.kazoo, trace, self._give_up)
+        self.events = EventThread(self.consumer_id[-8:], trace)
+        self.watches = GroupWatches(self.zk, self.events, trace, self._rebalance_event_triggered)
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle -----------------------------------------------------------------
@@ -103,181 +150,237 @@ class LegacyConsumer:
                           topics=self.topics)
         self.kazoo.add_listener(self._on_session_state)
         self.kazoo.start(timeout=self.config.zookeeper_connection_timeout_ms / 1000)
-        register(self.zk, self.config.group_id, self.consumer_id, {t: self.config.streams for t in self.topics})
-        self._rebalance_needed.set()
-        for target, name in ((self._rebalance_loop, "rebalance"), (self._auto_commit_loop, "autocommit")):
+        self.events.start()
+        self._register()
+        self.watches.subscribe_children(znodes.ids_path(self.config.group_id))
+        for topic in self.topics:
+            self.watches.subscribe_data(L.topic_path(topic))
+        if self.config.watch_broker_ids == "always":
+            self.watches.subscribe_children(L.BROKER_IDS)
+        self._triggered.set()  # the first syncedRebalance (0.8 runs it in createMessageStreams)
+        for target, name in ((self._rebalance_loop, "watcher"), (self._auto_commit_loop, "autocommit")):
             t = threading.Thread(target=target, name=f"{name}-{self.consumer_id[-8:]}", daemon=True)
             t.start()
             self._threads.append(t)
         return self
 
     def stop(self) -> None:
-        """Leave gracefully: stop fetching, commit, release owners, deregister, close the session."""
+        """0.8's `shutdown`: stop the threads, stop the fetchers, commit (if auto-commit), close the session.
+
+        Nothing is deleted: the registration and the owner znodes are ephemeral and go with the session."""
         if self.state is ConsumerState.STOPPED:
             return
-        self._stopping.set()
-        self._rebalance_needed.set()
-        for t in self._threads:
-            t.join(self.config.zookeeper_session_timeout_ms / 1000 + self.config.rebalance_backoff_ms / 1000 + 5)
-        with self._lock:
-            try:
-                self._revoke_all()
-                deregister(self.zk, self.config.group_id, self.consumer_id)
-            except (KazooException, KazooTimeoutError) as exc:
-                self.trace.record("stop_incomplete", member=self.consumer_id, error=type(exc).__name__)
-        self.kazoo.stop()
-        self.kazoo.close()
+        self._shutting_down.set()
+        self._triggered.set()
+        grace_s = self.config.zookeeper_session_timeout_ms / 1000 + self.config.rebalance_backoff_ms / 1000 + 5
+        give_up = threading.Timer(grace_s, self._give_up.set)
+        give_up.daemon = True
+        give_up.start()
+        try:
+            for t in self._threads:
+                t.join(grace_s + 5)
+            with self._rebalance_lock:
+                self._stop_fetchers()
+                if self.config.auto_commit_enable:
+                    self._commit_offsets("stop")
+        except (Stopping, KazooException) as exc:
+            self.trace.record("stop_incomplete", member=self.consumer_id, error=type(exc).__name__)
+        finally:
+            give_up.cancel()
+            self._give_up.set()
+            for path in self.watches.unheard_on_close([znodes.ids_path(self.config.group_id)]):
+                self.trace.record("zk_watch_unheard", path=path, member=self.consumer_id)
+            self.kazoo.stop()
+            self.kazoo.close()
+            self.events.stop()
         self._set_state(ConsumerState.STOPPED)
         self.trace.record("consumer_stop", member=self.consumer_id)
 
-    def assignment(self) -> dict[tuple[str, int], str]:
-        """What this consumer believes it owns: {(topic, partition): thread id}."""
+    def assignment(self) -> dict[Key, str]:
+        """What this consumer believes it owns (its registry): {(topic, partition): thread id}."""
         with self._lock:
-            return dict(self._owned)
+            return {key: fetcher.thread_id for key, fetcher in self._registry.items()}
 
-    def fetching(self) -> set[tuple[str, int]]:
+    def fetching(self) -> set[Key]:
         with self._lock:
             return set(self._fetchers)
 
+    def _register(self) -> None:
+        register(self.zk, self.trace, self.config.group_id, self.consumer_id,
+                 {t: self.config.streams for t in self.topics},
+                 backoff_s=self.config.zookeeper_session_timeout_ms / 1000, stopping=self._shutting_down)
+
     # -- session ---------------------------------------------------------------------
     def _on_session_state(self, state) -> None:
-        # kazoo calls this from its connection thread: record and raise flags only.
+        # kazoo calls this from its connection thread: record and queue, never a request here.
         self.trace.record("zk_session", member=self.consumer_id, zk_state=state)
-        if state == KazooState.LOST:
-            self._session_lost = True
+        if state == KazooState.SUSPENDED:
+            self._suspended = True  # 0.8: nothing; the fetchers go on
+        elif state == KazooState.LOST:
+            self._expired = True
             self.trace.record("session_expired", member=self.consumer_id)
-        elif state == KazooState.CONNECTED and self._session_lost:
-            self._session_lost = False
-            self._new_session = True
-            self._rebalance_needed.set()
+        elif state == KazooState.CONNECTED:
+            if self._expired:
+                self._expired = self._suspended = False
+                self.events.send("handleNewSession", self._handle_new_session)
+                self.watches.fire_all()
+            elif self._suspended:
+                self._suspended = False
+                self.watches.rewatch()
 
     def _handle_new_session(self) -> None:
-        """0.8's `handleNewSession`: the old registration and watches died with the old session."""
-        self._new_session = False
-        register(self.zk, self.config.group_id, self.consumer_id, {t: self.config.streams for t in self.topics})
+        """0.8's `handleNewSession`, on the event thread: resetState, register again, rebalance."""
+        with self._lock:
+            forgotten, self._registry = sorted(self._registry), {}
+        if forgotten:
+            self.trace.record("revoked", member=self.consumer_id, partitions=[[t, p] for t, p in forgotten],
+                              why="session expired: resetState")
+        self._register()
         self.trace.record("session_reestablished", member=self.consumer_id)
+        self._synced_rebalance()
+
+    def _rebalance_event_triggered(self) -> None:
+        self._triggered.set()
 
     # -- rebalancing -----------------------------------------------------------------
     def _rebalance_loop(self) -> None:
-        while not self._stopping.is_set():
-            if not self._rebalance_needed.wait(0.2):
+        """0.8's watcher executor thread."""
+        while not self._shutting_down.is_set():
+            if not self._triggered.wait(0.2):
                 continue
-            if self._stopping.is_set():
+            if self._shutting_down.is_set():
                 return
-            self._rebalance_needed.clear()  # events from now on ask for another round
+            self._triggered.clear()  # events from now on ask for another round
             try:
-                if self._new_session:
-                    self._handle_new_session()
                 self._synced_rebalance()
-            except (KazooException, KazooTimeoutError) as exc:
-                # ZooKeeper unreachable: try again when something changes (or now, if asked).
+            except Stopping:
+                return
+            except (KazooException, AssignmentFailed) as exc:  # 0.8: error("error during syncedRebalance")
                 self.trace.record("rebalance_error", member=self.consumer_id, error=type(exc).__name__)
-                self._stopping.wait(self.config.rebalance_backoff_ms / 1000)
-                self._rebalance_needed.set()
 
     def _synced_rebalance(self) -> None:
-        self.rebalances += 1
-        for attempt in range(1, self.config.rebalance_max_retries + 1):
-            if self._stopping.is_set():
+        with self._rebalance_lock:
+            if self._shutting_down.is_set():
                 return
-            self._set_state(ConsumerState.REBALANCING)
-            self.trace.record("rebalance_begin", member=self.consumer_id, attempt=attempt)
-            try:
-                ok = self._attempt()
-                outcome = "ok" if ok else "conflict"
-            except (KazooException, KazooTimeoutError) as exc:
-                ok, outcome = False, f"error:{type(exc).__name__}"
-            self.trace.record("rebalance_end", member=self.consumer_id, attempt=attempt, outcome=outcome)
-            if ok:
-                self._set_state(ConsumerState.CONSUMING)
-                return
-            with self._lock:  # undo whatever the failed attempt got to (fetchers, claims)
+            self.rebalances += 1
+            for attempt in range(1, self.config.rebalance_max_retries + 1):
+                self._set_state(ConsumerState.REBALANCING)
+                self.trace.record("rebalance_begin", member=self.consumer_id, attempt=attempt)
                 try:
-                    self._revoke_all()
-                except (KazooException, KazooTimeoutError):
-                    pass
-            self._stopping.wait(self.config.rebalance_backoff_ms / 1000)
-        self.trace.record("rebalance_failed", member=self.consumer_id, attempts=self.config.rebalance_max_retries)
-        self._set_state(ConsumerState.FAILED)
+                    brokers = read_brokers(self.zk, self.watches)  # getCluster
+                    done = self._rebalance(brokers)
+                    outcome = "ok" if done else "conflict"
+                except (KazooException, AssignmentFailed, KeyError, ValueError) as exc:
+                    done, outcome = False, f"error:{type(exc).__name__}"  # 0.8: any Throwable fails the attempt
+                self.trace.record("rebalance_end", member=self.consumer_id, attempt=attempt, outcome=outcome)
+                if done:
+                    self._set_state(ConsumerState.CONSUMING)
+                    return
+                self._close_fetchers()  # closeFetchersForQueues: stop, commit the registry (if auto-commit)
+                if self._shutting_down.wait(self.config.rebalance_backoff_ms / 1000):
+                    return
+            self.trace.record("rebalance_failed", member=self.consumer_id,
+                              attempts=self.config.rebalance_max_retries)
+            self._set_state(ConsumerState.FAILED)
 
-    def _attempt(self) -> bool:
+    def _rebalance(self, cluster: dict[int, tuple[str, int]]) -> bool:
         group = self.config.group_id
-        with self._lock:
-            self._revoke_all()                                                 # 1, 2
-        view = read_view(self.zk, self.trace, group, self.topics, self._watches.fired,
-                         watch_brokers=self._watch_brokers)                   # 3
-        if not view.brokers:
-            if self.config.watch_broker_ids == "when_empty":
-                self.zk.get_children("/brokers/ids", watch=self._watches.fired)
-            self.trace.record("assigned", member=self.consumer_id, partitions=[], reason="no brokers")
+        read_own_subscription(self.zk, group, self.consumer_id)  # 0.8: TopicCount.constructTopicCount
+        brokers = read_brokers(self.zk, self.watches)             # 0.8: getAllBrokersInCluster
+        if not brokers:
+            # 0.8: subscribe to /brokers/ids and report success, keeping the registry and the fetchers as they are
+            self.watches.subscribe_children(L.BROKER_IDS)
+            self.trace.record("no_brokers", member=self.consumer_id)
             return True
-        decision = compute_share(view, self.threads)                          # 4
-        if not claim_all(self.zk, self.trace, group, decision):               # 5
+        self._close_fetchers()
+        with self._lock:
+            owned, self._registry = set(self._registry), {}
+        release_all(self.zk, group, owned)
+        if owned:
+            self.trace.record("revoked", member=self.consumer_id, partitions=[[t, p] for t, p in sorted(owned)],
+                              why="releasePartitionOwnership")
+        view = read_view(self.zk, self.watches, self.trace, group, self.consumer_id, brokers)
+        decision = self.assignor.assign(view, self.consumer_id, self.threads)
+        committed = {key: fetch_offset(self.zk, group, *key) for key in decision}  # fetchOffsets, before claiming
+        if self._shutting_down.is_set() or not claim_all(self.zk, self.trace, group, decision):
             return False
-        with self._lock:                                                       # 6
-            self._owned = decision
-            for (topic, partition), thread_id in decision.items():
-                position = self._start_position(topic, partition, view.brokers)
-                self._committed[(topic, partition)] = position
-                self._fetchers[(topic, partition)] = PartitionFetcher(
-                    topic, partition, position, thread_id, self.trace, view.brokers,
-                    max_records=self.config.fetch_max_records, max_wait_ms=self.config.fetch_wait_max_ms,
-                    processing_ms=self.config.lab_processing_ms).start()
+        self._update_fetcher(decision, committed)
         self.trace.record("assigned", member=self.consumer_id,
                           partitions=[[t, p] for t, p in decision], cversion=view.cversion)
         return True
 
-    def _start_position(self, topic: str, partition: int, brokers: dict[int, tuple[str, int]]) -> int:
-        committed = fetch_offset(self.zk, self.config.group_id, topic, partition)
-        if committed is not None:
-            return committed
+    def _update_fetcher(self, decision: dict[Key, str], committed: dict[Key, int | None]) -> None:
+        """The share becomes the registry; the leader finder reads the brokers; a fetcher per partition starts."""
+        brokers = read_brokers(self.zk, self.watches) if decision else {}
+        with self._lock:
+            for key, thread_id in decision.items():
+                position = committed[key]
+                if position is None:
+                    position = self._reset_position(key, brokers)
+                self._checkpointed[key] = position
+                fetcher = PartitionFetcher(key[0], key[1], position, thread_id, self.trace, brokers,
+                                           max_records=self.config.fetch_max_records,
+                                           max_wait_ms=self.config.fetch_wait_max_ms,
+                                           processing_ms=self.config.lab_processing_ms)
+                self._registry[key] = self._fetchers[key] = fetcher.start()
+
+    def _reset_position(self, key: Key, brokers: dict[int, tuple[str, int]]) -> int:
+        """`auto.offset.reset`: smallest is the log's start (0); largest, where the leader's log ends now."""
         if self.config.auto_offset_reset == "smallest":
             return 0
-        leader = find_leader(brokers, topic, partition)  # largest: where the leader's log ends now
+        leader = find_leader(brokers, *key)
         if leader is not None:
             client = WireClient(*leader, timeout_s=5)
             try:
-                return client.call("ListOffsets", topic=topic, partition=partition, which="latest")["offset"]
+                return client.call("ListOffsets", topic=key[0], partition=key[1], which="latest")["offset"]
             except (ConnectionError, WireError):
                 pass
             finally:
                 client.close()
         return 0
 
-    def _revoke_all(self) -> None:
-        """Stop every fetcher, commit its position, delete our owner znodes (lock held).
+    def _stop_fetchers(self) -> None:
+        with self._lock:
+            stopping, self._fetchers = sorted(self._fetchers.items()), {}
+        for _, fetcher in stopping:
+            fetcher.stop()
+        if stopping:
+            self.trace.record("fetchers_stopped", member=self.consumer_id,
+                              partitions=[[t, p] for (t, p), _ in stopping])
 
-        The start of every attempt, the undoing of a failed one, and a graceful stop.
-        Owners are forgotten even if ZooKeeper refuses the deletes: an unreachable
-        ZooKeeper removes them with the session.
-        """
-        if self._fetchers:
-            revoked = sorted(self._fetchers)
-            for key, fetcher in list(self._fetchers.items()):
-                self._commit_if_moved(key, fetcher.stop(), fetcher.thread_id)
-            self._fetchers.clear()
-            self.trace.record("revoked", member=self.consumer_id, partitions=[[t, p] for t, p in revoked])
-        owned, self._owned = set(self._owned), {}
-        release_all(self.zk, self.config.group_id, owned)
-
-    def _commit_if_moved(self, key: tuple[str, int], position: int, thread_id: str) -> None:
-        if self._committed.get(key) != position:
-            commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id)
-            self._committed[key] = position
+    def _close_fetchers(self) -> None:
+        """0.8's `closeFetchersForQueues`: stop every fetcher, then commit the registry (if auto-commit)."""
+        self._stop_fetchers()
+        if self.config.auto_commit_enable:
+            self._commit_offsets("rebalance")
 
     # -- offsets -----------------------------------------------------------------------
+    def _commit_offsets(self, why: str) -> None:
+        """0.8's `commitOffsets`: a snapshot of the registry's positions, then one write per position that moved
+        since the last one written (each waits for a connection, as all 0.8's writes do)."""
+        with self._lock:
+            snapshot = {key: (fetcher.position, fetcher.thread_id) for key, fetcher in self._registry.items()}
+        for key, (position, thread_id) in sorted(snapshot.items()):
+            if self._checkpointed.get(key) != position:
+                commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id,
+                              why=why)
+                self._checkpointed[key] = position
+
     def _auto_commit_loop(self) -> None:
+        """0.8's auto-commit, `scheduleAtFixedRate`: a tick every interval from the start; ticks that fell due
+        while the process was paused run at once, one after another."""
         if not self.config.auto_commit_enable:
             return
-        while not self._stopping.wait(self.config.auto_commit_interval_ms / 1000):
-            with self._lock:
-                positions = {k: f.position for k, f in self._fetchers.items()}
-                fetchers = dict(self._fetchers)
-            for key, position in positions.items():
-                try:
-                    self._commit_if_moved(key, position, fetchers[key].thread_id)
-                except (KazooException, KazooTimeoutError):
-                    break  # ZooKeeper unreachable: try at the next interval
+        interval = self.config.auto_commit_interval_ms / 1000
+        next_tick = time.monotonic() + interval
+        while not self._shutting_down.wait(max(0.0, next_tick - time.monotonic())):
+            try:
+                self._commit_offsets("auto-commit")
+            except Stopping:
+                return
+            except KazooException as exc:  # 0.8: error("exception during autoCommit"), and the next tick
+                self.trace.record("commit_error", member=self.consumer_id, error=type(exc).__name__)
+            next_tick += interval
 
     def _set_state(self, state: ConsumerState) -> None:
         if state is not self.state:

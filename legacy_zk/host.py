@@ -8,7 +8,7 @@ with `--count 1` is a consumer that a fault can pause or kill alone::
         --trial-dir DIR --name c3 --config rebalance.backoff.ms=500
 
 It prints `READY {...}`, then one JSON line per state change, and on SIGTERM
-stops its consumers gracefully (release, commit, deregister).
+stops its consumers as 0.8's `shutdown` did (fetchers stopped, commit, session closed).
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ def fetch_offset(zk: TracedZk, group: str, topic: str, partition: int) -> int | 
 
 
 def commit_offset(zk: TracedZk, trace: TraceRecorder, group: str, topic: str, partition: int,
-                  offset: int, member: str) -> None:
+                  offset: int, member: str, why: str = "") -> None:
+    """0.8's `updatePersistentPath`: set the offset node, creating it (and its parents) if it is missing."""
     path = znodes.offset_path(group, topic, partition)
     value = str(offset).encode()
     try:
@@ -36,4 +37,5 @@ def commit_offset(zk: TracedZk, trace: TraceRecorder, group: str, topic: str, pa
             zk.create(path, value, makepath=True)
         except NodeExistsError:
             zk.set(path, value)
-    trace.record("commit", topic=topic, partition=partition, offset=offset, member=member, outcome="accepted")
+    trace.record("commit", topic=topic, partition=partition, offset=offset, member=member, outcome="accepted",
+                 why=why)

@@ -1,27 +1,36 @@
-"""One rebalance attempt's reads and arithmetic: 0.8's `ZKRebalancerListener.rebalance`.
+"""What one rebalance attempt reads from ZooKeeper, in 0.8.2.2's order and number.
 
-Each consumer, on its own, at its own moment:
+0.8's `syncedRebalance` and `rebalance` (ZookeeperConsumerConnector L596-704)
+read, for B brokers, T subscribed topics, N members and k partitions won:
 
-1. reads the cluster: `/brokers/ids` and each broker's registration;
-2. reads each subscribed topic's partitions (`/brokers/topics/<t>`);
-3. reads the group: the children of `/consumers/<group>/ids` (with the node's
-   `cversion`, which counts membership changes) and each member's registration,
-   to list every consumer *thread* subscribed to each topic;
-4. computes its own share with the range split over the sorted thread ids and
-   sorted partitions (`compute_share`).
+| step | reads | 0.8.2.2 |
+|---|---|---|
+| the cluster, before the attempt | 1 + B | `getCluster` (ZkUtils L483-491) |
+| our own registration | 1 | `TopicCount.constructTopicCount` (ZCC L637) |
+| the brokers again | 1 + B | `getAllBrokersInCluster` (ZCC L639) |
+| the assignment context (*) | 1 + T + 1 + N + 1 | `AssignmentContext` (PartitionAssignor L42-55) |
+| each won partition's offset, *before* claiming | k | `fetchOffsets` (ZCC L667) |
+| the brokers for the leader finder (**) | 1 + B | `ConsumerFetcherManager` L65 |
 
-Steps 1-3 are recorded as one `view` event (the members it saw, the `cversion`
-and `pzxid`): two consumers that computed from different views in the same
-round did not agree on the group, which is what `view_divergence` measures.
-Nobody checks that they agree: each claims what its own view says is its own.
+(*) our registration again, each topic's partitions, the group's ids and every
+member's registration, then the ids once more. (**) only after an attempt that
+succeeded and won partitions. "The brokers" is `/brokers/ids` and each broker's
+registration.
 
-Worked example (0.8's formula): partitions 0-4 of `t`, consumers a and b with one
-thread each (`a-0`, `b-0`): a-0 gets 0, 1, 2 and b-0 gets 3, 4.
+`read_brokers`, `read_own_subscription` and `read_view` are those reads;
+`consumer.py` calls them in that order. The ids and topic paths have listeners,
+so their reads re-arm the watches (`watches.GroupWatches.children/data`).
 
-    >>> v = View(members=["a", "b"], threads={"t": ["a-0", "b-0"]}, partitions={"t": [0, 1, 2, 3, 4]},
-    ...          brokers={1: ("127.0.0.1", 9092)}, cversion=2, pzxid=7)
-    >>> compute_share(v, ["a-0"])
-    {('t', 0): 'a-0', ('t', 1): 'a-0', ('t', 2): 'a-0'}
+A member that vanishes between the ids read and the read of its registration
+fails the attempt (ZkNoNodeException in 0.8; the retry comes after the
+back-off), as does a topic subscribed by nobody the view lists; a topic znode
+that does not exist gives no partitions (`readDataMaybeNull`).
+
+The view (`View`, 0.8's `AssignmentContext`) is recorded as one `view` event
+(members, the ids node's `cversion` and `pzxid`): two consumers that computed
+from different views in the same round did not agree on the group, which is
+what `view_divergence` measures. Nobody checks that they agree: each claims
+what its own view says is its own (`partition_assignor.py`).
 """
 
 from __future__ import annotations
@@ -31,64 +40,66 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import NoNodeError
 
-from lab_cluster.assignment import range_split
 from lab_cluster.broker import zk_layout as L
 from lab_cluster.trace import TraceRecorder
 
 from . import znodes
+from .watches import GroupWatches
 from .zkclient import TracedZk
 
 
 @dataclass
 class View:
     members: list[str]
-    threads: dict[str, list[str]]  # topic -> sorted thread ids subscribed to it
-    partitions: dict[str, list[int]]  # topic -> sorted partitions
+    threads: dict[str, list[str]]  # topic -> sorted thread ids subscribed to it (consumersForTopic)
+    partitions: dict[str, list[int]]  # our topics -> sorted partitions (partitionsForTopic)
     brokers: dict[int, tuple[str, int]]
     cversion: int
     pzxid: int
 
 
-def read_view(zk: TracedZk, trace: TraceRecorder, group: str, topics: list[str], watcher,
-              watch_brokers: bool) -> View:
+def read_brokers(zk: TracedZk, watches: GroupWatches) -> dict[int, tuple[str, int]]:
+    """`getAllBrokersInCluster`: the ids, then each broker's registration (one that vanished is skipped)."""
+    if watches.watched(L.BROKER_IDS):
+        ids, _ = watches.children(L.BROKER_IDS)
+    else:
+        ids = zk.get_children(L.BROKER_IDS)
     brokers = {}
-    for broker_id in zk.get_children(L.BROKER_IDS, watch=watcher if watch_brokers else None):
+    for broker_id in sorted(ids, key=int):
         try:
-            reg = json.loads(zk.get(L.broker_path(int(broker_id)))[0])
-            brokers[int(broker_id)] = (reg["host"], reg["port"])
-        except NoNodeError:
+            registration = json.loads(zk.get(L.broker_path(int(broker_id)))[0])
+        except NoNodeError:  # `readDataMaybeNull`: a broker gone since the ids read is skipped
             continue
+        brokers[int(broker_id)] = (registration["host"], registration["port"])
+    return brokers
+
+
+def read_own_subscription(zk: TracedZk, group: str, consumer_id: str) -> dict[str, int]:
+    """`TopicCount.constructTopicCount` of our own registration: {topic: streams}."""
+    return json.loads(zk.get(znodes.consumer_path(group, consumer_id))[0])["subscription"]
+
+
+def read_view(zk: TracedZk, watches: GroupWatches, trace: TraceRecorder, group: str, consumer_id: str,
+              brokers: dict[int, tuple[str, int]]) -> View:
+    """The `AssignmentContext`: our topics, their partitions, and the threads of every member."""
+    my_topics = sorted(read_own_subscription(zk, group, consumer_id))
     partitions = {}
-    for topic in topics:
+    for topic in my_topics:
         try:
-            data, _ = zk.get(L.topic_path(topic), watch=watcher)
-            partitions[topic] = sorted(L.parse_topic_assignment(data))
-        except NoNodeError:
-            partitions[topic] = []
-    members, stat = zk.get_children(znodes.ids_path(group), watch=watcher, include_data=True)
-    threads: dict[str, list[str]] = {t: [] for t in topics}
-    for member in members:
-        try:
-            subscription = json.loads(zk.get(znodes.consumer_path(group, member))[0])["subscription"]
-        except NoNodeError:
-            continue  # left between the two reads
+            data = watches.data(L.topic_path(topic))[0]
+        except NoNodeError:  # `readDataMaybeNull`: no such topic, no partitions
+            data = None
+        partitions[topic] = sorted(L.parse_topic_assignment(data)) if data else []
+    ids = znodes.ids_path(group)
+    members, stat = watches.children(ids)
+    threads: dict[str, list[str]] = {}
+    for member in members:  # a member gone since the ids read: NoNodeError, and the attempt fails
+        subscription = json.loads(zk.get(znodes.consumer_path(group, member))[0])["subscription"]
         for topic, streams in subscription.items():
-            if topic in threads:
-                threads[topic] += [f"{member}-{n}" for n in range(int(streams))]
+            threads.setdefault(topic, []).extend(f"{member}-{n}" for n in range(int(streams)))
+    watches.children(ids)  # `getConsumersInGroup`: the ids once more
     view = View(sorted(members), {t: sorted(ids) for t, ids in threads.items()}, partitions, brokers,
                 stat.cversion, stat.pzxid)
     trace.record("view", members=view.members, cversion=view.cversion, zxid=view.pzxid,
                  brokers=sorted(brokers), partitions={t: len(p) for t, p in partitions.items()})
     return view
-
-
-def compute_share(view: View, my_threads: list[str]) -> dict[tuple[str, int], str]:
-    """{(topic, partition): my thread id} for the partitions the range split gives my threads."""
-    mine = set(my_threads)
-    decision = {}
-    for topic, partitions in view.partitions.items():
-        for thread_id, share in range_split(partitions, view.threads.get(topic, [])).items():
-            if thread_id in mine:
-                for partition in share:
-                    decision[(topic, partition)] = thread_id
-    return dict(sorted(decision.items()))

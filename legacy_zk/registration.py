@@ -7,8 +7,9 @@ holding Kafka 0.8's JSON, for a static subscription::
 
 (`subscription` maps each topic to the number of streams, i.e. consumer
 threads, this consumer runs for it.) Its existence is the consumer's
-membership: it vanishes when the session ends, which every other member's
-watch on `/consumers/<group>/ids` then reports.
+membership: it vanishes when the session ends (0.8 never deletes it: a
+consumer that stops closes its session), which every other member's watch on
+`/consumers/<group>/ids` then reports.
 
     >>> json.loads(registration_json({"t": 2}, 5))
     {'version': 1, 'subscription': {'t': 2}, 'pattern': 'static', 'timestamp': '5'}
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 import json
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from lab_cluster.broker.zk_layout import now_ms
+from lab_cluster.trace import TraceRecorder
 
 from . import znodes
-from .zkclient import TracedZk
+from .zkclient import Stopping, TracedZk
 
 
 def registration_json(subscription: dict[str, int], timestamp_ms: int | None = None) -> bytes:
@@ -32,24 +34,32 @@ def registration_json(subscription: dict[str, int], timestamp_ms: int | None = N
                       separators=(",", ":")).encode()
 
 
-def register(zk: TracedZk, group: str, consumer_id: str, subscription: dict[str, int]) -> None:
-    """Create the ephemeral ids node (replacing a stale one left by our own expired session)."""
+def register(zk: TracedZk, trace: TraceRecorder, group: str, consumer_id: str, subscription: dict[str, int],
+             backoff_s: float, stopping) -> None:
+    """0.8's `registerConsumerInZK` through `createEphemeralPathExpectConflictHandleZKBug` (ZkUtils L272-299).
+
+    If the ids node already exists (our previous session's, not yet expired by
+    the server: ZOOKEEPER-1740), it is never deleted: with the same data the
+    registration is done; otherwise the consumer sleeps `backoff_s` (its
+    session timeout) and tries again until the node has gone. The data holds a
+    timestamp, so a re-registration almost never matches and so waits.
+    """
     zk.ensure_path(znodes.ids_path(group))
     path = znodes.consumer_path(group, consumer_id)
-    try:
-        zk.create(path, registration_json(subscription), ephemeral=True)
-    except NodeExistsError:
-        # 0.8's createEphemeralPathExpectConflictHandleZKBug: the node of our previous
-        # session may not be gone yet; ZooKeeper removes it when that session expires.
-        zk.delete(path)
-        zk.create(path, registration_json(subscription), ephemeral=True)
-
-
-def deregister(zk: TracedZk, group: str, consumer_id: str) -> None:
-    try:
-        zk.delete(znodes.consumer_path(group, consumer_id))
-    except Exception:
-        pass
+    data = registration_json(subscription)
+    while True:
+        try:
+            zk.create(path, data, ephemeral=True)
+            return
+        except NodeExistsError:
+            try:
+                if zk.get(path)[0] == data:
+                    return
+            except NoNodeError:
+                continue  # gone meanwhile: create it at once
+            trace.record("registration_conflict", path=path, backoff_ms=int(backoff_s * 1000))
+            if stopping.wait(backoff_s):
+                raise Stopping("registration") from None
 
 
 def thread_ids(consumer_id: str, streams: int) -> list[str]:

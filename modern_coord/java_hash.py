@@ -10,8 +10,8 @@ documented rule, and the lab reproduces both:
 - the sticky assignor walks members in `HashMap` order, so which members keep
   one partition more than the others depends on that order.
 
-Java's `String.hashCode` is ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code
-units in 32-bit two's complement (values checked against a JVM)::
+Java's `String.hashCode` (`lab_cluster/java_string.py`, shared with the
+ZooKeeper era's round-robin assignor)::
 
     >>> java_string_hash("C0"), java_string_hash("hello-group")
     (2125, -2143371836)
@@ -34,18 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
+from lab_cluster.java_string import int32 as _int32
+from lab_cluster.java_string import java_string_hash
 
-def _int32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - (1 << 32) if x & 0x80000000 else x
-
-
-def java_string_hash(s: str) -> int:
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return _int32(h)
+__all__ = ["java_string_hash", "group_partition", "hashmap_order", "topic_partition_hash", "JavaHashSet"]
 
 
 def topic_partition_hash(topic: str, partition: int) -> int:

@@ -44,7 +44,7 @@ class Group:
         while time.monotonic() < deadline:
             live = self.live()
             owned = [key for c in live for key in c.assignment()]
-            if all(c.state is ConsumerState.CONSUMING and not c._rebalance_needed.is_set() for c in live) \
+            if all(c.state is ConsumerState.CONSUMING and not c._triggered.is_set() for c in live) \
                     and sorted(owned) == [("t", p) for p in range(PARTITIONS)]:
                 return {c.consumer_id: sorted(p for _, p in c.assignment()) for c in live}
             time.sleep(0.05)
@@ -68,6 +68,15 @@ def group(cluster):
     g = Group(cluster)
     yield g
     g.stop_all()
+
+
+def _wait_for(predicate, what, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _owner_znodes(cluster):
@@ -192,6 +201,7 @@ def test_after_a_session_expiry_the_consumer_reregisters_and_the_group_converges
         link.set_mode(Mode.BLACKHOLE)
         assert expired.wait(60)  # the server expired c1's session
         link.set_mode(Mode.PASS)
+        _wait_for(lambda: group.events(0, "session_reestablished"), "c1's new session")
         shares = group.settle()
         assert set(shares) == {c1.consumer_id, c2.consumer_id}
         assert cluster.zk.exists(znodes.consumer_path(GROUP, c1.consumer_id))  # registered again
@@ -323,3 +333,208 @@ def test_watch_broker_ids_always_or_only_when_empty(group, mode):
         assert kinds.index("/brokers/ids") < kinds.index("/consumers/g/ids")
     else:
         assert "/brokers/ids" not in kinds  # 0.8.2.2's code armed that watch only when it found no broker
+
+
+# -- 0.8.2.2's behaviour, point by point (../shared/reference/audits/legacy_zk-vs-kafka-0.8.2.2.md) -----------
+
+def _fields(event):
+    return json.loads(event.get("fields") or "{}")
+
+
+def test_a_link_cut_shorter_than_the_session_starts_no_rebalance_and_every_partition_keeps_being_fetched(group):
+    """0.8: a lost connection changes nothing (handleStateChanged does nothing); the watches come back with the
+    connection. (kazoo's NONE callbacks used to start a rebalance whose revoke stopped the first fetcher.)"""
+    cluster = group.cluster
+    _start_producer(cluster, rate=20)
+    link = zk_link(cluster.ensemble, "c1-zk", chroot=cluster.chroot)
+    try:
+        c1 = group.add("c1", connect=link.connect, **{"zookeeper.session.timeout.ms": 20000})
+        group.settle()
+        settled = len(group.events(0, "rebalance_begin"))
+        # RESET rather than BLACKHOLE: kazoo notices at once and reconnects at once after the heal (a connection
+        # attempt stuck in a blackhole would wait out its own timeout, and the session with it)
+        link.set_mode(Mode.RESET)
+        _wait_for(lambda: any(_fields(e)["zk_state"] == "SUSPENDED" for e in group.events(0, "zk_session")),
+                  "c1 to notice the lost connection")
+        cut_seen = time.monotonic_ns()
+        time.sleep(2.0)
+        link.set_mode(Mode.PASS)
+        _wait_for(lambda: group.events(0, "zk_rewatched"), "c1 to reconnect and set its watches again")
+        healed = time.monotonic_ns()
+        _wait_for(lambda: {e["partition"] for e in group.events(0, "processed") if e["ts_ns"] > healed}
+                  == set(range(PARTITIONS)), "c1 to go on processing every partition")
+        assert not group.events(0, "session_expired")
+        assert len(group.events(0, "rebalance_begin")) == settled  # no rebalance at all
+        assert c1.fetching() == {("t", p) for p in range(PARTITIONS)} and c1.state is ConsumerState.CONSUMING
+        during = {e["partition"] for e in group.events(0, "processed") if cut_seen < e["ts_ns"] < healed}
+        assert during == set(range(PARTITIONS))  # fetching never stopped while ZooKeeper was away
+        (rewatched,) = group.events(0, "zk_rewatched")
+        assert _fields(rewatched)["moved"] == []  # nothing changed meanwhile: nothing to deliver
+        assert any(_fields(e)["event_type"] == "NONE" for e in group.events(0, "zk_watch_fired"))
+    finally:
+        link.set_mode(Mode.PASS)
+        group.stop_all()
+        link.close()
+
+
+def test_a_change_missed_while_disconnected_is_delivered_on_reconnecting(group):
+    """The Java client sends its watches back on reconnecting (SetWatches) and the server fires those whose node
+    changed: here, a member that joined while c1 was cut off."""
+    cluster = group.cluster
+    link = zk_link(cluster.ensemble, "c1-zk", chroot=cluster.chroot)
+    try:
+        c1 = group.add("c1", connect=link.connect, **{"zookeeper.session.timeout.ms": 20000})
+        group.settle()
+        link.set_mode(Mode.RESET)
+        _wait_for(lambda: any(_fields(e)["zk_state"] == "SUSPENDED" for e in group.events(0, "zk_session")),
+                  "c1 to notice the lost connection")
+        c2 = group.add("c2", **{"rebalance.max.retries": 100})  # conflicts with c1 until c1 hears of it
+        _wait_for(lambda: group.events(1, "owner_conflict"), "c2 to find c1's claims")
+        link.set_mode(Mode.PASS)
+        shares = group.settle()
+        assert set(shares) == {c1.consumer_id, c2.consumer_id}
+        (rewatched,) = group.events(0, "zk_rewatched")
+        assert _fields(rewatched)["moved"] == [znodes.ids_path(GROUP)]
+        assert not group.events(0, "session_expired")
+    finally:
+        link.set_mode(Mode.PASS)
+        group.stop_all()
+        link.close()
+
+
+def test_after_an_expiry_the_rejoiner_deletes_and_commits_nothing_of_what_it_held_and_its_blocked_commit_lands(
+        group):
+    """0.8's handleNewSession: resetState empties the registry, so the rejoin's rebalance releases and commits
+    nothing; the auto-commit that blocked during the outage writes its old positions on the new session."""
+    cluster = group.cluster
+    _start_producer(cluster, rate=50)
+    link = zk_link(cluster.ensemble, "c1-zk", chroot=cluster.chroot)
+    try:
+        group.add("c1", connect=link.connect)
+        group.add("c2")
+        group.settle()
+        expired = threading.Event()
+        cluster.zk.exists(znodes.consumer_path(GROUP, group.consumers[0].consumer_id), watch=lambda e: expired.set())
+        link.set_mode(Mode.BLACKHOLE)
+        assert expired.wait(60)  # the server expired c1's session; c2 takes every partition
+        _wait_for(lambda: len(group.consumers[1].assignment()) == PARTITIONS, "c2 to own every partition")
+        link.set_mode(Mode.PASS)
+        _wait_for(lambda: group.events(0, "session_reestablished"), "c1's new session")
+        group.settle()
+        events = group.events(0)
+        expired_at = next(e["ts_ns"] for e in events if e["kind"] == "session_expired")
+        reassigned = next(e["ts_ns"] for e in events if e["kind"] == "assigned" and e["ts_ns"] > expired_at)
+        between = [e for e in events if expired_at < e["ts_ns"] < reassigned]
+        deletes = [e["path"] for e in between if e["kind"] == "zk_write" and _fields(e)["op"] == "delete"]
+        assert not deletes, deletes  # not one of the owner znodes c2 now holds
+        assert not [e for e in between if e["kind"] == "commit" and _fields(e)["why"] == "rebalance"]
+        # the auto-commit that was writing when the link went down waited, and wrote on the new session
+        retried = [e for e in events if e["kind"] == "zk_retry" and _fields(e)["op"] == "setData"]
+        assert retried
+        landed = [e for e in events if e["kind"] == "commit" and _fields(e)["why"] == "auto-commit"
+                  and e["ts_ns"] > retried[0]["ts_ns"]]
+        assert landed and landed[0]["ts_ns"] > expired_at
+    finally:
+        link.set_mode(Mode.PASS)
+        group.stop_all()
+        link.close()
+
+
+def test_a_conflict_on_two_partitions_of_a_share_records_two_conflicts_and_undoes_the_rest(group):
+    """0.8 tries every partition of its share (a map, no short-circuit), then deletes the claims it made."""
+    squatter = kazoo(group.cluster.connect)
+    try:
+        for p in (0, 2):
+            squatter.create(znodes.owner_path(GROUP, "t", p), b"someone-else-0", ephemeral=True, makepath=True)
+        c = group.add("c1", **{"rebalance.max.retries": 3})
+        _wait_for(lambda: group.events(0, "rebalance_failed"), "c1 to give up")
+        first_end = group.events(0, "rebalance_end")[0]["ts_ns"]
+        first = [e["partition"] for e in group.events(0, "owner_conflict") if e["ts_ns"] < first_end]
+        assert first == [0, 2]
+        assert len(group.events(0, "owner_conflict")) == 2 * 3  # two per attempt, three attempts
+        assert _owner_znodes(group.cluster) == {0: "someone-else-0", 2: "someone-else-0"}  # its own claims undone
+        assert c.state is ConsumerState.FAILED
+    finally:
+        squatter.stop()
+        squatter.close()
+
+
+def test_an_owner_znode_that_holds_our_own_thread_id_is_ours(group):
+    """createEphemeralPathExpectConflict: NodeExists with our own data is success ("this is ok")."""
+    squatter = kazoo(group.cluster.connect)
+    try:
+        squatter.create(znodes.owner_path(GROUP, "t", 1), b"g_lab-1-0", ephemeral=True, makepath=True)
+        group.add("c1", **{"consumer.id": "g_lab-1"})
+        group.settle()
+        assert not group.events(0, "owner_conflict")
+        assert _owner_znodes(group.cluster) == {p: "g_lab-1-0" for p in range(PARTITIONS)}
+    finally:
+        squatter.stop()
+        squatter.close()
+
+
+def test_registration_waits_for_a_leftover_ids_node_and_never_deletes_it(cluster):
+    """createEphemeralPathExpectConflictHandleZKBug: back off a session timeout and try again until it goes."""
+    leftover = kazoo(cluster.connect)
+    path = znodes.consumer_path(GROUP, "g_lab-2")
+    leftover.create(path, b'{"version":1,"subscription":{"t":1},"pattern":"static","timestamp":"1"}',
+                    ephemeral=True, makepath=True)
+    trace = TraceRecorder(cluster.dir, trial="t", design="legacy", actor="c1")
+    config = ConsumerConfig.from_dict({"group.id": GROUP, "zookeeper.connect": cluster.connect, **FAST,
+                                       "consumer.id": "g_lab-2"})
+    consumer = LegacyConsumer(config, ["t"], trace)
+    started = threading.Thread(target=consumer.start, daemon=True)
+    started.start()
+    try:
+        _wait_for(lambda: '"registration_conflict"' in trace.path.read_text(), "the registration to back off")
+        assert json.loads(cluster.zk.get(path)[0])["timestamp"] == "1"  # still the leftover: not deleted
+        leftover.stop()  # the old session ends and its node with it
+        leftover.close()
+        started.join(30)
+        _wait_for(lambda: consumer.state is ConsumerState.CONSUMING, "the consumer to register and consume")
+        assert json.loads(cluster.zk.get(path)[0])["timestamp"] != "1"
+        deletes = [json.loads(line) for line in trace.path.read_text().splitlines()]
+        assert not [e for e in deletes if e["kind"] == "zk_write" and _fields(e)["op"] == "delete"]
+    finally:
+        consumer.stop()
+        trace.close()
+
+
+def test_a_rebalance_attempt_reads_what_0_8_2_2_reads_and_a_notification_re_arms_with_two_reads(group):
+    """rebalance.py's table, for B=3 brokers, T=1 topic, N=1 member and k=4 partitions won: 2(1+B) + 2 + T + 2
+    + N + k + (1+B) = 22 reads; each notification is re-armed with exists + getChildren before the listener."""
+    group.add("c1")
+    group.settle()
+    events = group.events(0)
+    begin = next(i for i, e in enumerate(events) if e["kind"] == "rebalance_begin")
+    end = next(i for i, e in enumerate(events) if e["kind"] == "rebalance_end")
+    reads = [e for e in events[begin:end] if e["kind"] == "zk_read"]
+    assert len(reads) == 2 * (1 + 3) + 2 + 1 + 2 + 1 + PARTITIONS + (1 + 3), [(e["path"], _fields(e)) for e in reads]
+    group.add("c2")
+    group.settle()
+    events = group.events(0)
+    fired = next(i for i, e in enumerate(events) if e["kind"] == "zk_watch_fired" and e["path"].endswith("/ids"))
+    rearm = [(_fields(e)["op"], e["path"]) for e in events[fired + 1:] if e["kind"] == "zk_read"][:2]
+    assert rearm == [("exists", znodes.ids_path(GROUP)), ("getChildren", znodes.ids_path(GROUP))]
+
+
+def test_roundrobin_deals_partitions_in_hash_order_to_sorted_threads(group):
+    """0.8.2's RoundRobinAssignor: partitions sorted by "[t,p]".hashCode, threads sorted, one each in turn."""
+    a = group.add("c1", **{"partition.assignment.strategy": "roundrobin", "consumer.id": "g_a"})
+    b = group.add("c2", **{"partition.assignment.strategy": "roundrobin", "consumer.id": "g_b"})
+    shares = group.settle()
+    # "[t,0]".."[t,3]" hash in increasing order, so g_a-0 gets 0 and 2, g_b-0 gets 1 and 3
+    assert shares == {a.consumer_id: [0, 2], b.consumer_id: [1, 3]}
+
+
+def test_without_auto_commit_nothing_is_committed_on_rebalance_or_stop(group):
+    """0.8 commits on a rebalance and at shutdown only if auto.commit.enable."""
+    _start_producer(group.cluster, rate=50)
+    c1 = group.add("c1", **{"auto.commit.enable": False})
+    group.settle()
+    _wait_for(lambda: group.events(0, "processed"), "c1 to process")
+    group.add("c2")
+    group.settle()
+    c1.stop()
+    assert not group.events(0, "commit")
+    assert not group.cluster.zk.exists(znodes.offset_path(GROUP, "t", 0))
