@@ -50,12 +50,12 @@ def run(args, stop: threading.Event | None = None) -> int:
 
         def report(actor, consumer) -> None:
             partitions = sorted(p for _, p in consumer.assignment())
-            console.print(f"{time.monotonic() - t0:7.2f}s {actor}: {consumer.state.value:<11} "
+            console.print(f"{time.monotonic() - t0:7.2f}s {actor}: {consumer.state.value:<20} "
                           f"rebalances={consumer.rebalances} partitions={partitions}")
 
         host = host_consumers(args.zk, args.group, [args.topic], args.count, trial_dir, overrides=overrides,
                               on_change=report)
-        goodbye = "released, committed and deregistered"
+        goodbye = "fetchers stopped, committed, session closed"
     else:
         if not args.bootstrap:
             raise LabError("--design modern needs --bootstrap.", "Give the broker addresses `cluster up` printed.")
@@ -64,7 +64,7 @@ def run(args, stop: threading.Event | None = None) -> int:
         def report(actor, consumer) -> None:
             partitions = sorted(p for _, p in consumer.assignment())
             error = f" error={consumer.error}" if consumer.error else ""
-            console.print(f"{time.monotonic() - t0:7.2f}s {actor}: {consumer.state.value:<11} "
+            console.print(f"{time.monotonic() - t0:7.2f}s {actor}: {consumer.state.value:<20} "
                           f"generation={consumer.generation.generation_id} "
                           f"protocol={consumer.generation.protocol_name} partitions={partitions}{error}")
 

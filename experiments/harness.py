@@ -66,7 +66,8 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "coordinator_re
            "convergence_ms", "converged", "unowned_partition_s", "double_owned_partition_s",
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
            "zombie_commits_accepted", "offsets_moved_backwards", "commits_fenced"]
-CHECKS = ["server_notifications", "client_notifications", "server_packets_received", "client_requests"]
+CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
+          "client_requests"]
 #: the experiments whose trials' timelines (who processed which partition when) are kept for the report
 TIMELINE_EXPERIMENTS = ("split_brain", "zombie")
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",

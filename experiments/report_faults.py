@@ -80,7 +80,7 @@ views_in_effect`, `stale_views`):
 **What to take from it.** Nobody coordinates a ZooKeeper-era rebalance:
 each consumer reacts to its own watch, reads the membership from its own
 server (`legacy_zk/rebalance.py: read_view`) and computes the range split
-alone (`compute_share`), so during a burst of changes the assignments in
+alone (`legacy_zk/partition_assignor.py`), so during a burst of changes the assignments in
 effect at one moment come from different memberships (views in a round above
 1 at every delay): each consumer claims the partitions *its* view gives it,
 while the previous owners, working from another view, still hold them. A
@@ -89,8 +89,11 @@ its quorum link is slow, its watches fire when *it* applies a change, and every
 write a consumer sends through it is answered only after the commit has come
 back over the slow link. The consumers on the lagging follower learn of each
 change late, and then commit offsets and delete their owner znodes
-(`legacy_zk/ownership.py: release_all`) one slow write at a time, so the
-others' claims are refused (`owner_conflicts`), back off
+(`legacy_zk/ownership.py: release_all`) one slow write at a time, and a
+consumer that meets a conflict has first claimed every other partition of its
+share, and undoes them one slow write at a time too (0.8's
+`reflectPartitionOwnershipDecision`), so the others' claims are refused
+(`owner_conflicts`, one per refused partition), back off
 `rebalance.backoff.ms` and retry, and may give up after
 `rebalance.max.retries` (`rebalance_failures`: 0.8's
 `ConsumerRebalanceFailedException`, which leaves the share unconsumed);
@@ -98,9 +101,10 @@ convergence stretches with the lag. Stale reads (a view older than one
 another consumer had already read) are possible too, but in this scenario the
 lagging consumers' own writes come first, and by the time they read, their
 server has caught up: `stale_views` counts them, and the table shows how often
-it happened. Kafka 0.8 knew the follower lag: `zookeeper.sync.time.ms` is "how
-far a ZK follower can be behind a ZK leader", and users were told to raise
-retries and back-off to outlast it. In the coordinator era nothing of this
+it happened. Kafka 0.8 sized its back-off to the follower lag:
+`rebalance.backoff.ms` defaults to `zookeeper.sync.time.ms` ("how far a ZK
+follower can be behind a ZK leader"), its only use in 0.8.2.2's consumer, and
+users were told to raise retries and back-off to outlast the lag. In the coordinator era nothing of this
 depends on ZooKeeper: the coordinator holds the membership in memory, and only
 the leader computes, from the list it was given for that generation
 (`modern_coord/consumer.py: _assign_as_leader`), so each generation has exactly
@@ -180,12 +184,19 @@ what two consumers actually processed at once):
 
 **What to take from it.** A ZooKeeper-era consumer learns that the group gave
 up on it only when it hears from ZooKeeper again; until then nothing stops its
-fetchers (`legacy_zk/consumer.py`, session handling: SUSPENDED changes nothing),
-so it processes partitions the group has given to someone else, and its
-offsets go to ZooKeeper as plain writes that nobody checks
-(`legacy_zk/offsets.py: commit_offset`): a woken zombie writes back the older
-position it had reached, and the group's committed offset moves backwards (the
-next owner after a rebalance re-processes what was already done). In the
+fetchers (`legacy_zk/consumer.py`, session handling: a lost connection changes
+nothing), so it processes partitions the group has given to someone else, and
+its offsets go to ZooKeeper as plain writes that nobody checks
+(`legacy_zk/offsets.py: commit_offset`). Its rejoin commits and releases
+nothing (0.8's `resetState` has emptied its registry), but the auto-commit
+that was writing when it lost ZooKeeper waits in zkclient's
+`retryUntilConnected` and then writes the positions it took *before* the
+outage, on the zombie's new session; after a pause, the fixed-rate scheduler
+runs its overdue tick at once with the positions of that moment
+(`legacy_zk/zkclient.py`, `legacy_zk/consumer.py: _auto_commit_loop`). Either
+write can land after the new owner's commits, and the group's committed
+offset moves backwards (the next owner after a rebalance re-processes what was
+already done). In the
 coordinator era every OffsetCommit carries the member id and generation, and
 the coordinator refuses a stale one with ILLEGAL_GENERATION or
 UNKNOWN_MEMBER_ID (`modern_coord/coordinator/`), so the zombie's commits are

@@ -17,7 +17,10 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
   are not stopped by a lost connection: `legacy_zk/consumer.py`, session
   handling), so two consumers process one partition at once, and its offset
   commits are plain ZooKeeper writes (`legacy_zk/offsets.py`), accepted
-  whatever the zombie owns: a committed offset can move backwards;
+  whatever the zombie owns: the auto-commit it was making when it lost
+  ZooKeeper (or, after a pause, the tick that fell due) is written once it
+  reaches ZooKeeper again, with old positions, so a committed offset can move
+  backwards;
 - coordinator era: the coordinator fences the zombie's commits by generation
   and member id (`modern_coord/coordinator/`: ILLEGAL_GENERATION,
   UNKNOWN_MEMBER_ID), so none is accepted and no committed offset moves
