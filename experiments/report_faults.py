@@ -186,17 +186,22 @@ what two consumers actually processed at once):
 up on it only when it hears from ZooKeeper again; until then nothing stops its
 fetchers (`legacy_zk/consumer.py`, session handling: a lost connection changes
 nothing), so it processes partitions the group has given to someone else, and
-its offsets go to ZooKeeper as plain writes that nobody checks
-(`legacy_zk/offsets.py: commit_offset`). Its rejoin commits and releases
-nothing (0.8's `resetState` has emptied its registry), but the auto-commit
-that was writing when it lost ZooKeeper waits in zkclient's
-`retryUntilConnected` and then writes the positions it took *before* the
-outage, on the zombie's new session; after a pause, the fixed-rate scheduler
-runs its overdue tick at once with the positions of that moment
-(`legacy_zk/zkclient.py`, `legacy_zk/consumer.py: _auto_commit_loop`). Either
-write can land after the new owner's commits, and the group's committed
-offset moves backwards (the next owner after a rebalance re-processes what was
-already done). In the
+its offsets go to ZooKeeper as plain writes that nothing refuses
+(`legacy_zk/offsets.py: commit_offset`). When it hears again, its session has
+expired: 0.8's `handleNewSession` empties its registry, so its rejoin commits
+and releases nothing. What it does write depends on how it was gone. *Cut
+off* while running, it keeps processing for the whole cut, and the auto-commit
+it was making when the link went down waits in zkclient's `retryUntilConnected`
+and then writes the positions it took before the outage, on its new session,
+after the new owner's commits: the committed offset moves backwards (the next
+owner after a rebalance re-processes what was already done). *Paused*, it
+wakes, processes for the fraction of a second its first contact with ZooKeeper
+takes, and its fixed-rate auto-commit runs the ticks it missed at once, with
+the positions it had at the pause (`legacy_zk/consumer.py: _auto_commit_loop`):
+a zombie commit only if it had processed anything since its last commit
+before the pause, so the pause variant may show none, as the table says. The
+finding claims what the faithful model guarantees: the zombie processes
+what another owns, and nothing refuses its commits. In the
 coordinator era every OffsetCommit carries the member id and generation, and
 the coordinator refuses a stale one with ILLEGAL_GENERATION or
 UNKNOWN_MEMBER_ID (`modern_coord/coordinator/`), so the zombie's commits are

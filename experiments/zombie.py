@@ -16,11 +16,14 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
 - ZooKeeper era: the zombie goes on fetching what `c2` now owns (its fetchers
   are not stopped by a lost connection: `legacy_zk/consumer.py`, session
   handling), so two consumers process one partition at once, and its offset
-  commits are plain ZooKeeper writes (`legacy_zk/offsets.py`), accepted
-  whatever the zombie owns: the auto-commit it was making when it lost
-  ZooKeeper (or, after a pause, the tick that fell due) is written once it
-  reaches ZooKeeper again, with old positions, so a committed offset can move
-  backwards;
+  commits are plain ZooKeeper writes (`legacy_zk/offsets.py`) that nothing
+  refuses. Cut off, the auto-commit it was making when it lost ZooKeeper waits
+  (zkclient's `retryUntilConnected`) and lands on its new session, with old
+  positions, so a committed offset can move backwards. Paused, it learns of
+  its expired session at its first contact after SIGCONT, and its overdue
+  auto-commit ticks run at once with the positions of the pause: whether that
+  writes anything depends on what it had processed since its last commit,
+  which the finding does not claim;
 - coordinator era: the coordinator fences the zombie's commits by generation
   and member id (`modern_coord/coordinator/`: ILLEGAL_GENERATION,
   UNKNOWN_MEMBER_ID), so none is accepted and no committed offset moves
@@ -85,10 +88,11 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     for variant in VARIANTS:
         lv = legacy[legacy.variant == variant]
         out.append(Finding(
-            f"ZooKeeper era, {variant}: the zombie processes partitions another consumer owns, and its commits "
-            "are accepted", len(lv) > 0 and bool(((lv.double_processed_partition_s > 0)
-                                                  & (lv.zombie_commits_accepted > 0)).all()),
-            _evidence(lv, ["double_processed_partition_s", "zombie_commits_accepted", "duplicates"])))
+            f"ZooKeeper era, {variant}: the zombie processes partitions another consumer owns, and nothing refuses "
+            "its commits", len(lv) > 0 and bool(((lv.double_processed_partition_s > 0)
+                                                 & (lv.commits_fenced == 0)).all()),
+            _evidence(lv, ["double_processed_partition_s", "zombie_commits_accepted", "commits_fenced",
+                           "duplicates"])))
         mv = modern[modern.variant == variant]
         out.append(Finding(
             f"Coordinator era, {variant}: the zombie's commits are fenced, none is accepted, no committed offset "
@@ -96,6 +100,11 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                                      & (mv.offsets_moved_backwards == 0)
                                                      & (mv.commits_fenced > 0)).all()),
             _evidence(mv, ["commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards", "duplicates"])))
+    cut = legacy[legacy.variant == "cut"]
+    out.append(Finding("ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
+                       "connection and lands on its new session (zombie commits accepted)",
+                       len(cut) > 0 and bool((cut.zombie_commits_accepted > 0).all()),
+                       _evidence(cut, ["zombie_commits_accepted"])))
     out.append(Finding("ZooKeeper era: a zombie's accepted commit moved a committed offset backwards (in at least "
                        "one trial)", bool((legacy.offsets_moved_backwards > 0).any()),
                        _evidence(legacy, ["offsets_moved_backwards"])))
