@@ -488,45 +488,41 @@ class ModernConsumer:
 
     # -- the heartbeat thread --------------------------------------------------------------
     def _heartbeat_loop(self) -> None:
-        backoff_s = max(self.config.retry_backoff_ms, 10) / 1000
         while not self._stop.is_set():
-            with self._lock:
-                generation, state = self.generation, self.state
-            if state.has_not_joined_group() or not generation.is_valid():
-                self._stop.wait(backoff_s)  # Java: disabled until the member has a generation
-                continue
-            now = now_ms()
-            with self._lock:
-                client = self._hb_client
-            if client is None:
-                # Java's heartbeat thread looks the coordinator up itself, then backs off
-                if not self._ensure_coordinator():
-                    continue
-                with self._lock:
-                    client = self._hb_client
-                if client is None:
-                    continue
-            if self.heartbeat.session_timeout_expired(now):
-                # No successful heartbeat for a whole session: the coordinator is gone, or has
-                # evicted us. Kafka marks the coordinator unknown and looks it up again.
-                self._coordinator_unknown("no heartbeat answered within session.timeout.ms")
-                self.heartbeat.reset_timeouts(now)
-                continue
-            if self.heartbeat.poll_timeout_expired(now):
-                self.trace.record("poll_timeout", member=generation.member_id)
-                self._maybe_leave_group("consumer poll timeout has expired")
-                continue
-            if not self.heartbeat.should_heartbeat(now):
-                self._stop.wait(min(self.heartbeat.time_to_next_heartbeat(now), 100) / 1000)
-                continue
-            self.heartbeat.sent_heartbeat(now)
-            try:
-                answer = client.request("Heartbeat", group_id=self.config.group_id, member_id=generation.member_id,
-                                        generation_id=generation.generation_id)
-                error = ErrorCode(answer["error_code"])
-            except ConnectionError:
-                error = None
-            self._on_heartbeat_answer(error, generation)
+            self._stop.wait(self._heartbeat_step(now_ms()))
+
+    def _heartbeat_step(self, now: int) -> float:
+        """One turn of Java's `HeartbeatThread.run`; returns how long to wait before the next one (seconds)."""
+        backoff_s = max(self.config.retry_backoff_ms, 10) / 1000
+        with self._lock:
+            generation, state, client = self.generation, self.state, self._hb_client
+        if state.has_not_joined_group() or not generation.is_valid():
+            return backoff_s  # Java: disabled until the member has a generation
+        if client is None:
+            # Java's heartbeat thread looks the coordinator up itself (the poll loop may be busy), then backs off
+            self._ensure_coordinator()
+            return backoff_s
+        if self.heartbeat.session_timeout_expired(now):
+            # No successful heartbeat for a whole session: the coordinator is gone, or has
+            # evicted us. Kafka marks the coordinator unknown and looks it up again.
+            self._coordinator_unknown("no heartbeat answered within session.timeout.ms")
+            self.heartbeat.reset_timeouts(now)
+            return 0
+        if self.heartbeat.poll_timeout_expired(now):
+            self.trace.record("poll_timeout", member=generation.member_id)
+            self._maybe_leave_group("consumer poll timeout has expired")
+            return 0
+        if not self.heartbeat.should_heartbeat(now):
+            return min(self.heartbeat.time_to_next_heartbeat(now), 100) / 1000
+        self.heartbeat.sent_heartbeat(now)
+        try:
+            answer = client.request("Heartbeat", group_id=self.config.group_id, member_id=generation.member_id,
+                                    generation_id=generation.generation_id)
+            error = ErrorCode(answer["error_code"])
+        except ConnectionError:
+            error = None
+        self._on_heartbeat_answer(error, generation)
+        return 0
 
     def _on_heartbeat_answer(self, error: ErrorCode | None, sent_under: Generation) -> None:
         """Java's `HeartbeatResponseHandler` (None: no answer). A REBALANCE_IN_PROGRESS that arrives while

@@ -112,3 +112,36 @@ def test_the_commit_before_rejoining_is_retried_while_its_error_is_retriable(tmp
         member._ensure_coordinator = lambda: True
         member._commit_before_rejoining()
         assert len(answers) - len(left) == calls
+
+
+def test_the_heartbeat_thread_looks_the_coordinator_up_itself(tmp_path):
+    """Java's HeartbeatThread: coordinator unknown -> lookupCoordinator, then the back-off (the poll loop may be
+    busy processing); it does not wait for the poll loop to do it."""
+    from modern_coord.member import Generation, MemberState
+
+    member = _member(tmp_path, MemberState.STABLE, Generation(2, "m", "range"))
+    looked_up = []
+    member._ensure_coordinator = lambda: looked_up.append(True) or False
+    assert member._hb_client is None
+    member._heartbeat_step(0)
+    assert looked_up == [True]
+    unjoined = _member(tmp_path, MemberState.PREPARING_REBALANCE, Generation(2, "m", "range"))
+    unjoined._ensure_coordinator = lambda: looked_up.append(True) or False
+    unjoined._heartbeat_step(0)  # no generation to heartbeat for: the thread is disabled
+    assert looked_up == [True]
+
+
+def test_a_fenced_join_or_sync_is_retried_at_once_and_other_failures_after_the_back_off(tmp_path):
+    """Java's joinGroupIfNeeded: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS and
+    MEMBER_ID_REQUIRED `continue` at once; other retriable errors sleep retry.backoff.ms."""
+    from modern_coord.member import NO_GENERATION, MemberState
+
+    for outcome, waits in (("unknown_member_id", 0), ("illegal_generation", 0), ("rebalance_in_progress", 0),
+                           ("member_id_required", 0), ("coordinator_unavailable", 1)):
+        member = _member(tmp_path, MemberState.UNJOINED, NO_GENERATION)
+        member._join_and_sync = lambda outcome=outcome: outcome
+        waited = []
+        member._stop.wait = lambda s, waited=waited: waited.append(s)
+        member._rebalance()
+        assert len(waited) == waits, (outcome, waited)
+        assert member._rejoin_reason == outcome
