@@ -11,6 +11,10 @@ window runs from its `change` event to the next change (or `end`). Within it:
 - `notifications_per_change`: consumers' `zk_watch_fired` events in the window;
 - `zk_requests_per_change`: consumers' `zk_read` + `zk_write` from the change
   until convergence;
+- `membership_reads_per_change`: of those, the reads of a member's
+  registration (`getData` of `/consumers/<g>/ids/<id>`, `membership_reads`):
+  the part of a ZooKeeper-era rebalance that grows as N², since every consumer
+  that rebalances reads every member's registration;
 - `coordinator_requests_per_change`: the coordinators' `coordinator_request`
   events (every group API a consumer called) from the change until convergence;
 - `control_messages_per_change`: the sum of the three;
@@ -103,6 +107,22 @@ def node_watch_events(events: DataFrame) -> DataFrame:
     """
     session_state = (F.col("kind") == "zk_watch_fired") & (F.coalesce(field("event_type"), F.lit("")) == "NONE")
     return events.where(~session_state)
+
+
+#: a member's registration znode, `/consumers/<group>/ids/<consumer id>` (`legacy_zk/znodes.py`)
+REGISTRATION_PATH = r"^/consumers/[^/]+/ids/[^/]+$"
+
+
+def membership_reads(events: DataFrame) -> DataFrame:
+    """The consumers' reads of a member's registration, as events of kind `membership_read`.
+
+    `legacy_zk/rebalance.py: read_view` reads every member's registration in
+    every rebalance attempt (Kafka 0.8.2.2's `getConsumersPerTopic`), plus its
+    own twice: N consumers rebalancing read N registrations each.
+    """
+    reads = events.where((F.col("kind") == "zk_read") & (field("op") == "getData")
+                         & F.col("path").rlike(REGISTRATION_PATH))
+    return reads.withColumn("kind", F.lit("membership_read"))
 
 
 def change_windows(events: DataFrame) -> DataFrame:
@@ -320,12 +340,14 @@ def change_metrics(events: DataFrame) -> DataFrame:
     intervals = ownership_intervals(ce)
     steps = owner_steps(events, intervals)
     parts = [
-        _tally(node_watch_events(ce), windows, {"notifications_per_change": ("zk_watch_fired",),
-                             "zk_requests_per_change": ("zk_read", "zk_write"),
-                             "rebalance_attempts": ("rebalance_begin",),
-                             "rebalance_failures": ("rebalance_failed", "consumer_failed"),
-                             "owner_conflicts": ("owner_conflict",)},
-               until_converged=("zk_requests_per_change",)),
+        _tally(node_watch_events(ce).unionByName(membership_reads(ce)), windows,
+               {"notifications_per_change": ("zk_watch_fired",),
+                "zk_requests_per_change": ("zk_read", "zk_write"),
+                "membership_reads_per_change": ("membership_read",),
+                "rebalance_attempts": ("rebalance_begin",),
+                "rebalance_failures": ("rebalance_failed", "consumer_failed"),
+                "owner_conflicts": ("owner_conflict",)},
+               until_converged=("zk_requests_per_change", "membership_reads_per_change")),
         # the coordinators' side: every group request a consumer sent, until convergence
         _tally(events, windows, {"coordinator_requests_per_change": ("coordinator_request",)},
                until_converged=("coordinator_requests_per_change",)),
@@ -340,7 +362,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
     out = windows
     for part in parts:
         out = out.join(part, KEYS, "left")
-    counts = ["notifications_per_change", "zk_requests_per_change", "coordinator_requests_per_change",
+    counts = ["notifications_per_change", "zk_requests_per_change", "membership_reads_per_change",
+              "coordinator_requests_per_change",
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views"]
     return (out.drop("members").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])

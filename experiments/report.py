@@ -27,6 +27,7 @@ import pandas as pd  # noqa: E402
 from lab_cluster.errors import LabError  # noqa: E402
 
 from . import herd, report_faults, split_brain, zombie  # noqa: E402
+from .harness import SUMMARY_COLUMNS  # noqa: E402
 from .report_parts import STYLE, findings_list, table  # noqa: E402
 from .trial import MEMBERSHIP_CHANGES  # noqa: E402
 
@@ -34,7 +35,8 @@ SOURCES = ("summary.csv", "environment.json", "configs.json", "grid.json")
 #: written by runs with fault experiments: the timelines' data
 TIMELINE_SOURCES = ("timelines.csv", "marks.csv")
 HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
-              ("zk_requests_per_change", "ZK requests"), ("coordinator_requests_per_change", "coordinator requests"),
+              ("zk_requests_per_change", "ZK requests"), ("membership_reads_per_change", "of them registration reads"),
+              ("coordinator_requests_per_change", "coordinator requests"),
               ("control_messages_per_change", "control messages"), ("rebalance_attempts", "attempts"),
               ("rebalance_failures", "failures"), ("owner_conflicts", "owner conflicts"),
               ("convergence_ms", "convergence ms"), ("unowned_partition_s", "unowned partition-s"),
@@ -51,6 +53,11 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
         raise LabError(f"{run_dir} is not a run directory with stored results: {', '.join(missing)} missing.",
                        "Give the directory a `run` or `reproduce` wrote (it holds summary.csv), or run one.")
     summary = pd.read_csv(run_dir / "summary.csv")
+    absent = [c for c in SUMMARY_COLUMNS if c not in summary.columns]
+    if absent:
+        raise LabError(f"{run_dir / 'summary.csv'} was written by an older version of the lab: it has no "
+                       f"{', '.join(absent)}.", "Render it with the lab's commit it records (environment.json), "
+                       "or run the experiments again with this one.")
     return (summary, json.loads((run_dir / "environment.json").read_text()),
             json.loads((run_dir / "configs.json").read_text()), json.loads((run_dir / "grid.json").read_text()))
 

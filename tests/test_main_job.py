@@ -181,3 +181,13 @@ def test_report_renders_into_the_run_directory_and_only_publish_writes_the_publi
     # re-publishing the published report from its own sources changes nothing
     assert cli("report", str(published.SOURCES), "--publish").returncode == 0
     assert _published_bytes() == before
+
+
+def test_a_run_an_older_lab_wrote_is_refused_with_what_it_lacks(tmp_path):
+    run_dir = _copy_of_published_run(tmp_path)
+    summary = pd.read_csv(run_dir / "summary.csv")
+    summary.drop(columns=["membership_reads_per_change"]).to_csv(run_dir / "summary.csv", index=False)
+    result = cli("report", str(run_dir))
+    assert result.returncode == 2, result.stderr
+    assert "written by an older version of the lab: it has no membership_reads_per_change" in result.stderr
+    assert "Traceback" not in result.stderr and not (run_dir / "REPORT.md").exists()

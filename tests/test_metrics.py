@@ -59,17 +59,19 @@ def traces(tmp_path_factory):
         (0.6, "consumer_start", {"config": {"group.id": "g"}}),
         (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "cversion": 4}),
         (10.1, "zk_watch_fired", {"path": "/consumers/g/ids"}),
-        (10.3, "zk_read", {"op": "getChildren"}), (10.3, "zk_read", {"op": "getData"}),
+        (10.3, "zk_read", {"op": "getChildren", "path": "/consumers/g/ids"}),
+        (10.3, "zk_read", {"op": "getData", "path": "/consumers/g/ids/c2"}),  # a member's registration
         (10.4, "view", {"members": ["a", "b"], "cversion": 5}),
         (10.5, "revoked", {"partitions": [["t", 0], ["t", 1]]}),
         (10.5, "rebalance_begin", {"attempt": 1}),
         (10.7, "view", {"members": ["a"], "cversion": 4}),  # a stale read: older than one already read
         (11.0, "assigned", {"partitions": [["t", 0]], "cversion": 4}),  # computed from the stale view
-        (13.0, "zk_read", {"op": "getData"})])  # after convergence: not part of the change's cost
+        (13.0, "zk_read", {"op": "getData", "path": "/consumers/g/ids/c1"})])  # after convergence: not counted
     _write(a, "join", "c2", [
         (10.05, "consumer_start", {"config": {"group.id": "g"}}),
-        (10.2, "zk_read", {"op": "getChildren"}), (10.2, "zk_write", {"op": "create"}),
-        (10.2, "zk_read", {"op": "getData"}),
+        (10.2, "zk_read", {"op": "getData", "path": "/brokers/topics/t"}),  # a read, not of a registration
+        (10.2, "zk_write", {"op": "create", "path": "/consumers/g/ids/c2"}),  # a write, not a read
+        (10.2, "zk_read", {"op": "getData", "path": "/consumers/g/ids/c1"}),
         (10.25, "zk_watch_fired", {"event_type": "NONE", "zk_state": "CONNECTING"}),  # session news: not counted
         (10.3, "rebalance_begin", {"attempt": 1}),
         (10.4, "view", {"members": ["a", "b"], "cversion": 5}),
@@ -128,6 +130,7 @@ def test_counts_per_change(changes):
     assert join["notifications_per_change"] == 1
     # from the change until the last assignment (12 s): c2's 3 + c1's 2; c1's read at 13 s comes after
     assert join["zk_requests_per_change"] == 5
+    assert join["membership_reads_per_change"] == 2  # of those, c1's and c2's getData of a registration
     assert join["coordinator_requests_per_change"] == 0
     assert join["control_messages_per_change"] == 6
     assert join["rebalance_attempts"] == 3
