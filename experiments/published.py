@@ -9,7 +9,9 @@ the report a user came to reproduce. Two things read the published report:
   in a run, beside whether they held in the published one (`reproduce` prints
   it and keeps it as `RUN_DIR/findings.csv`). Both sides are checked by the
   same code (`report.checked_findings`) on stored results: the run's
-  `summary.csv` and the published `report/summary.csv`.
+  `summary.csv` and the published `report/summary.csv`. A published report an
+  older lab rendered may lack a column today's findings read
+  (`missing_columns`): its side is then not checked, and `verdict` says why.
 - `publish(run_dir)`: what `report RUN_DIR --publish` does. It refuses, saying
   why, a run with a failed trial, a run that lacks an experiment the published
   report has (it would drop that section), and a run made by code that was not
@@ -52,12 +54,20 @@ def published_summary() -> pd.DataFrame | None:
     return pd.read_csv(path) if path.exists() else None
 
 
+def missing_columns(summary: pd.DataFrame) -> list[str]:
+    """The columns of today's summary that `summary` (written by an older lab, perhaps) lacks."""
+    from .harness import SUMMARY_COLUMNS
+
+    return [c for c in SUMMARY_COLUMNS if c not in summary.columns]
+
+
 def compare(summary: pd.DataFrame) -> list[Outcome]:
     """Every finding checked in this run or stated by the published report, published order first."""
     from .report import checked_findings
 
     published = published_summary()
-    theirs = {(e, f.claim): f.holds for e, f in checked_findings(published)} if published is not None else {}
+    checkable = published is not None and not missing_columns(published)
+    theirs = {(e, f.claim): f.holds for e, f in checked_findings(published)} if checkable else {}
     ours = {(e, f.claim): f.holds for e, f in checked_findings(summary)}
     keys = list(theirs) + [k for k in ours if k not in theirs]
     return [Outcome(e, claim, ours.get((e, claim)), theirs.get((e, claim))) for e, claim in keys]
@@ -66,6 +76,10 @@ def compare(summary: pd.DataFrame) -> list[Outcome]:
 def verdict(outcomes: list[Outcome]) -> str:
     """`N of M findings reproduced`, M being those the published report holds."""
     stated = [o for o in outcomes if o.published]
+    published = published_summary()
+    if published is not None and missing_columns(published):
+        return (f"the published report was rendered by an older lab (its summary has no "
+                f"{', '.join(missing_columns(published))}): its findings cannot be checked with this code")
     if not stated:
         return "there is no published report to compare with"
     return f"{sum(o.reproduced for o in stated)} of {len(stated)} findings of the published report reproduced"

@@ -27,7 +27,6 @@ import pandas as pd  # noqa: E402
 from lab_cluster.errors import LabError  # noqa: E402
 
 from . import herd, report_faults, split_brain, zombie  # noqa: E402
-from .harness import SUMMARY_COLUMNS  # noqa: E402
 from .report_parts import STYLE, findings_list, table  # noqa: E402
 from .trial import MEMBERSHIP_CHANGES  # noqa: E402
 
@@ -52,8 +51,10 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
     if missing:
         raise LabError(f"{run_dir} is not a run directory with stored results: {', '.join(missing)} missing.",
                        "Give the directory a `run` or `reproduce` wrote (it holds summary.csv), or run one.")
+    from .published import missing_columns
+
     summary = pd.read_csv(run_dir / "summary.csv")
-    absent = [c for c in SUMMARY_COLUMNS if c not in summary.columns]
+    absent = missing_columns(summary)
     if absent:
         raise LabError(f"{run_dir / 'summary.csv'} was written by an older version of the lab: it has no "
                        f"{', '.join(absent)}.", "Render it with the lab's commit it records (environment.json), "

@@ -199,7 +199,9 @@ wakes, processes for the fraction of a second its first contact with ZooKeeper
 takes, and its fixed-rate auto-commit runs the ticks it missed at once, with
 the positions it had at the pause (`legacy_zk/consumer.py: _auto_commit_loop`):
 a zombie commit only if it had processed anything since its last commit
-before the pause, so the pause variant may show none, as the table says. The
+before the pause, and then one behind what the new owner committed meanwhile,
+so the committed offset moves backwards here too; a pause that falls just
+after a tick leaves nothing to commit, and the pause variant shows none. The
 finding claims what the faithful model guarantees: the zombie processes
 what another owns, and nothing refuses its commits. In the
 coordinator era every OffsetCommit carries the member id and generation, and

@@ -191,3 +191,13 @@ def test_a_run_an_older_lab_wrote_is_refused_with_what_it_lacks(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "written by an older version of the lab: it has no membership_reads_per_change" in result.stderr
     assert "Traceback" not in result.stderr and not (run_dir / "REPORT.md").exists()
+
+
+def test_a_published_report_an_older_lab_rendered_is_not_checked_and_the_verdict_says_why(tmp_path, monkeypatch):
+    old = _copy_of_published_run(tmp_path)
+    summary = pd.read_csv(old / "summary.csv")
+    summary.drop(columns=["membership_reads_per_change"]).to_csv(old / "summary.csv", index=False)
+    monkeypatch.setattr(published, "SOURCES", old)
+    outcomes = published.compare(pd.read_csv(REPO / "report" / "summary.csv"))  # this run: today's columns
+    assert outcomes and all(o.published is None and o.here is not None for o in outcomes)
+    assert "rendered by an older lab (its summary has no membership_reads_per_change)" in published.verdict(outcomes)
