@@ -142,7 +142,7 @@ def zombie_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, 
                         "(legacy) or to its coordinator (modern), its broker links untouched, as long, then heal"),
              ("ZooKeeper", "1 server per trial"), ("brokers", "3 per trial, each hosting a group coordinator")]
     per_change = ok[[c for c, _ in ZOMBIE_TABLE]]
-    per_trial = ok.drop_duplicates("trial")[[c for c, _ in ZOMBIE_TRIAL_TABLE]]
+    per_trial = zombie.per_trial(ok)[[c for c, _ in ZOMBIE_TRIAL_TABLE]]  # a trial's changes summed
     figure = _zombie_figure(ok, figures / "zombie.png")
     parts = []
     for variant in zombie.VARIANTS:

@@ -16,6 +16,8 @@ import pytest
 from conftest import run_experiment
 
 from experiments import zombie
+from experiments.report_faults import ZOMBIE_TRIAL_TABLE
+from experiments.report_parts import cell
 
 pytestmark = [pytest.mark.zombie, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -70,3 +72,7 @@ def test_the_report_draws_a_timeline_per_fault(zombie_run, tmp_path):
         assert (tmp_path / "report" / "figures" / f"timeline-zombie-{variant}.png").stat().st_size > 10_000
         assert f"timeline-zombie-{variant}.png" in text
     assert "## Zombie" in text and "❌" not in text.split("## Zombie")[1].split("## Failed")[0]
+    # the per-trial table sums each trial's changes (a cut zombie's accepted commits land in its heal window)
+    columns = [c for c, _ in ZOMBIE_TRIAL_TABLE]
+    for row in zombie.per_trial(zombie_run[2])[columns].itertuples(index=False):
+        assert "| " + " | ".join(cell(v) for v in row) + " |" in text, row
