@@ -26,11 +26,10 @@ then it leaves gracefully. Each change is measured from the traces
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
+from .finding import Finding
 from .trial import TrialSpec
 
 NAME = "herd"
@@ -52,13 +51,6 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed)
             for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds or 1)]
-
-
-@dataclass
-class Finding:
-    claim: str
-    holds: bool
-    evidence: str
 
 
 def loglog_slope(ns, values) -> float:
@@ -89,26 +81,30 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     for change in ("join", "leave"):
         told = per_n(summary, "legacy", change, "notifications_per_change")
         ok = len(told) >= 3 and all(told.loc[n] >= n for n in told.index) and told.is_monotonic_increasing
-        out.append(Finding(f"ZooKeeper era, {change}: every consumer is notified (notifications >= N, growing "
+        out.append(Finding(f"legacy-{change}-notified",
+                           f"ZooKeeper era, {change}: every consumer is notified (notifications >= N, growing "
                            "with N)", ok, _series(told)))
         reads = per_n(summary, "legacy", change, "membership_reads_per_change")
         after = _members_after(summary, change)
         zk = per_n(summary, "legacy", change, "zk_requests_per_change")
         squared = len(reads) >= 3 and all(reads.loc[n] >= after.loc[n] ** 2 for n in reads.index)
-        out.append(Finding(f"ZooKeeper era, {change}: ZooKeeper load grows as N² (every consumer that rebalances "
+        out.append(Finding(f"legacy-{change}-registration-reads-n2",
+                           f"ZooKeeper era, {change}: ZooKeeper load grows as N² (every consumer that rebalances "
                            "reads every member's registration: at least (members after the change)² reads)",
                            bool(squared), f"registration reads {_series(reads)} (log-log slope "
                                           f"{loglog_slope(reads.index, reads.values):.2f}); all ZooKeeper requests "
                                           f"{_series(zk)} (quadratic term {quadratic_term(zk.index, zk.values):.3g})"))
         quiet = per_n(summary, "modern", change, "notifications_per_change")
         modern_zk = per_n(summary, "modern", change, "zk_requests_per_change")
-        out.append(Finding(f"Coordinator era, {change}: consumers receive no ZooKeeper notification and make no "
+        out.append(Finding(f"modern-{change}-no-zookeeper",
+                           f"Coordinator era, {change}: consumers receive no ZooKeeper notification and make no "
                            "ZooKeeper request", len(quiet) >= 3 and (quiet == 0).all() and (modern_zk == 0).all(),
                            f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
         control = per_n(summary, "modern", change, "control_messages_per_change")
         slope = loglog_slope(control.index, control.values)
         linear = len(control) >= 3 and slope <= LINEAR_SLOPE_LIMIT
-        out.append(Finding(f"Coordinator era, {change}: control messages per change grow at most linearly "
+        out.append(Finding(f"modern-{change}-linear-control",
+                           f"Coordinator era, {change}: control messages per change grow at most linearly "
                            f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
                            f"{_series(control)}; log-log slope {slope:.2f}"))
     return out

@@ -36,9 +36,12 @@ SOURCES = ROOT / "report"
 
 @dataclass(frozen=True)
 class Outcome:
-    """One finding: did it hold in this run, and in the published report (None: not checked there)."""
+    """One finding (by its stable id): did it hold in this run, and in the published report (None: not
+    checked there). The claim is this run's wording, or the published one's for a finding this code no
+    longer states."""
 
     experiment: str
+    finding: str
     claim: str
     here: bool | None
     published: bool | None
@@ -67,10 +70,15 @@ def compare(summary: pd.DataFrame) -> list[Outcome]:
 
     published = published_summary()
     checkable = published is not None and not missing_columns(published)
-    theirs = {(e, f.claim): f.holds for e, f in checked_findings(published)} if checkable else {}
-    ours = {(e, f.claim): f.holds for e, f in checked_findings(summary)}
+    theirs = {(e, f.id): f for e, f in checked_findings(published)} if checkable else {}
+    ours = {(e, f.id): f for e, f in checked_findings(summary)}
     keys = list(theirs) + [k for k in ours if k not in theirs]
-    return [Outcome(e, claim, ours.get((e, claim)), theirs.get((e, claim))) for e, claim in keys]
+
+    def holds(side: dict, key) -> bool | None:
+        return side[key].holds if key in side else None
+
+    return [Outcome(e, fid, (ours.get((e, fid)) or theirs[(e, fid)]).claim, holds(ours, (e, fid)),
+                    holds(theirs, (e, fid))) for e, fid in keys]
 
 
 def verdict(outcomes: list[Outcome]) -> str:
@@ -87,7 +95,7 @@ def verdict(outcomes: list[Outcome]) -> str:
 
 def save(outcomes: list[Outcome], run_dir: Path) -> Path:
     path = run_dir / "findings.csv"
-    pd.DataFrame([vars(o) for o in outcomes], columns=["experiment", "claim", "here", "published"]).to_csv(
+    pd.DataFrame([vars(o) for o in outcomes], columns=["experiment", "finding", "claim", "here", "published"]).to_csv(
         path, index=False)
     return path
 

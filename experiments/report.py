@@ -27,6 +27,7 @@ import pandas as pd  # noqa: E402
 from lab_cluster.errors import LabError  # noqa: E402
 
 from . import herd, report_faults, split_brain, zombie  # noqa: E402
+from .finding import Finding, by_id  # noqa: E402
 from .report_parts import STYLE, findings_list, table  # noqa: E402
 from .trial import MEMBERSHIP_CHANGES  # noqa: E402
 
@@ -67,11 +68,11 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
 FINDINGS = {herd.NAME: herd.findings, split_brain.NAME: split_brain.findings, zombie.NAME: zombie.findings}
 
 
-def checked_findings(summary: pd.DataFrame) -> list[tuple[str, herd.Finding]]:
+def checked_findings(summary: pd.DataFrame) -> list[tuple[str, Finding]]:
     """(experiment, finding) for every finding the report states, checked on `summary`'s trials of that
-    experiment; experiments the summary has no trial of are left out."""
+    experiment; experiments the summary has no trial of are left out. Ids are unique per experiment."""
     return [(name, finding) for name, check in FINDINGS.items() if (summary.experiment == name).any()
-            for finding in check(summary[summary.experiment == name])]
+            for finding in by_id(check(summary[summary.experiment == name])).values()]
 
 
 def render(run_dir: Path, out: Path | None = None) -> Path:

@@ -205,10 +205,10 @@ def _print_findings(console: Console, outcomes) -> None:
         return
     mark = {True: "[green]holds[/]", False: "[red]does not hold[/]", None: "–"}
     table = Table(title="findings: this run beside the published report")
-    for column in ("experiment", "finding", "published", "this run"):
+    for column in ("experiment", "finding", "claim", "published", "this run"):
         table.add_column(column, overflow="fold")
     for o in outcomes:
-        table.add_row(o.experiment, o.claim, mark[o.published], mark[o.here])
+        table.add_row(o.experiment, o.finding, o.claim, mark[o.published], mark[o.here])
     console.print(table)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .herd import Finding
+from .finding import Finding
 from .trial import TrialSpec
 
 NAME = "split_brain"
@@ -67,6 +67,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     trouble = per_delay(summary, "legacy", "owner_conflicts") + per_delay(summary, "legacy", "rebalance_failures")
     lagging = [d for d in divergence.index if d > 0]
     out.append(Finding(
+        "legacy-lagging-views-diverge",
         "ZooKeeper era, lagging follower: consumers compute from more than one view in a round, and conflicts or "
         "failed attempts follow", bool(lagging) and all(divergence[d] > 1 and trouble[d] > 0 for d in lagging),
         f"view divergence {_series(divergence)}; conflicts + failures {_series(trouble)}"))
@@ -75,11 +76,13 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     worse = (len(trouble) >= 2 and trouble.index[0] == 0 and trouble.iloc[-1] > trouble.iloc[0]
              and converge.iloc[-1] > converge.iloc[0])
     out.append(Finding(
+        "legacy-delay-worsens",
         "ZooKeeper era: the largest follower delay gives more owner conflicts and failed attempts, and a slower "
         "convergence, than no delay", bool(worse),
         f"conflicts + failures {_series(trouble)}; convergence ms {_series(converge)}"))
     modern = per_delay(summary, "modern", "view_divergence")
     out.append(Finding(
+        "modern-one-view",
         "Coordinator era: every generation's assignment is computed from exactly one view, at every delay",
         len(modern) > 0 and bool((modern == 1).all()), f"view divergence {_series(modern)}"))
     return out

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .herd import Finding
+from .finding import Finding
 from .trial import TrialSpec
 
 NAME = "zombie"
@@ -88,6 +88,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     for variant in VARIANTS:
         lv = legacy[legacy.variant == variant]
         out.append(Finding(
+            f"legacy-{variant}-unrefused",
             f"ZooKeeper era, {variant}: the zombie processes partitions another consumer owns, and nothing refuses "
             "its commits", len(lv) > 0 and bool(((lv.double_processed_partition_s > 0)
                                                  & (lv.commits_fenced == 0)).all()),
@@ -95,17 +96,20 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            "duplicates"])))
         mv = modern[modern.variant == variant]
         out.append(Finding(
+            f"modern-{variant}-fenced",
             f"Coordinator era, {variant}: the zombie's commits are fenced, none is accepted, no committed offset "
             "moves backwards", len(mv) > 0 and bool(((mv.zombie_commits_accepted == 0)
                                                      & (mv.offsets_moved_backwards == 0)
                                                      & (mv.commits_fenced > 0)).all()),
             _evidence(mv, ["commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards", "duplicates"])))
     cut = legacy[legacy.variant == "cut"]
-    out.append(Finding("ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
+    out.append(Finding("legacy-cut-blocked-commit-lands",
+                       "ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
                        "connection and lands on its new session (zombie commits accepted)",
                        len(cut) > 0 and bool((cut.zombie_commits_accepted > 0).all()),
                        _evidence(cut, ["zombie_commits_accepted"])))
-    out.append(Finding("ZooKeeper era: a zombie's accepted commit moved a committed offset backwards (in at least "
+    out.append(Finding("legacy-offset-backwards",
+                       "ZooKeeper era: a zombie's accepted commit moved a committed offset backwards (in at least "
                        "one trial)", bool((legacy.offsets_moved_backwards > 0).any()),
                        _evidence(legacy, ["offsets_moved_backwards"])))
     return out

@@ -23,6 +23,7 @@ from conftest import run_experiment
 
 from experiments import herd
 from experiments.cli import main
+from experiments.finding import by_id
 from experiments.harness import analyse, run_grid
 from experiments.trial import TrialSpec
 
@@ -56,7 +57,7 @@ def test_zookeeper_era_notifies_every_consumer_and_every_consumer_reads_every_re
         # a join tells the N members already there; a leave tells the N that stay (the leaver's own close
         # triggers its watch too, which it does not hear: `zk_watch_unheard`, counted by the cross-check)
         assert row.notifications_per_change >= row.consumers, row
-    by_claim = {f.claim: f for f in herd.findings(summary)}
+    checked = by_id(herd.findings(summary))
     for change in ("join", "leave"):
         told = herd.per_n(summary, "legacy", change, "notifications_per_change")
         assert told.is_monotonic_increasing and told.iloc[-1] > told.iloc[0]
@@ -64,7 +65,9 @@ def test_zookeeper_era_notifies_every_consumer_and_every_consumer_reads_every_re
         # each of the members after the change rebalances at least once and reads every member's registration
         assert row.membership_reads_per_change >= row.members_after ** 2, row
         assert row.membership_reads_per_change < row.zk_requests_per_change, row
-    assert all(f.holds for claim, f in by_claim.items() if claim.startswith("ZooKeeper era")), by_claim
+    for change in ("join", "leave"):
+        for fid in (f"legacy-{change}-notified", f"legacy-{change}-registration-reads-n2"):
+            assert checked[fid].holds, checked[fid]
 
 
 def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffic(herd_run):
@@ -77,7 +80,10 @@ def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffi
     for change in ("join", "leave"):
         control = herd.per_n(summary, "modern", change, "control_messages_per_change")
         assert herd.loglog_slope(control.index, control.values) <= herd.LINEAR_SLOPE_LIMIT, control.to_dict()
-    assert all(f.holds for f in herd.findings(summary) if f.claim.startswith("Coordinator era"))
+    checked = by_id(herd.findings(summary))
+    for change in ("join", "leave"):
+        for fid in (f"modern-{change}-no-zookeeper", f"modern-{change}-linear-control"):
+            assert checked[fid].holds, checked[fid]
 
 
 def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path, spark):

@@ -133,15 +133,13 @@ def test_a_run_that_lost_a_finding_says_which(tmp_path):
     zombie_modern = (summary.experiment == "zombie") & (summary.design == "modern")
     summary.loc[zombie_modern, "zombie_commits_accepted"] = 3
     outcomes = published.compare(summary)
-    lost = [o.claim for o in outcomes if o.published and not o.here]
-    assert lost == ["Coordinator era, pause: the zombie's commits are fenced, none is accepted, no committed "
-                    "offset moves backwards",
-                    "Coordinator era, cut: the zombie's commits are fenced, none is accepted, no committed offset "
-                    "moves backwards"]
+    lost = [(o.experiment, o.finding) for o in outcomes if o.published and not o.here]
+    assert lost == [("zombie", "modern-pause-fenced"), ("zombie", "modern-cut-fenced")]
     stated = _stated()
     assert published.verdict(outcomes) == f"{stated - 2} of {stated} findings of the published report reproduced"
     saved = pd.read_csv(published.save(outcomes, tmp_path))
     assert len(saved) == stated and (~saved.here).sum() == 2
+    assert list(saved[~saved.here].finding) == ["modern-pause-fenced", "modern-cut-fenced"]
 
 
 def _copy_of_published_run(tmp_path: Path) -> Path:

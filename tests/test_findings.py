@@ -1,0 +1,27 @@
+"""Findings are named by a stable id: tests, `findings.csv` and the comparison with the published report name a
+finding by it, never by the start of its claim's wording (a reworded claim once made a test select nothing and
+`all([])` pass)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from experiments import published, report
+from experiments.finding import Finding, by_id
+
+
+def test_every_finding_of_the_published_report_has_a_unique_readable_id():
+    checked = report.checked_findings(published.published_summary())
+    assert len(checked) >= 17
+    for experiment in {e for e, _ in checked}:
+        ids = [f.id for e, f in checked if e == experiment]
+        assert len(ids) == len(set(ids)), ids
+        assert all(re.fullmatch(r"(legacy|modern)-[a-z0-9]+(-[a-z0-9]+)*", i) for i in ids), ids
+
+
+def test_two_findings_with_one_id_are_refused():
+    twins = [Finding("legacy-x", "one", True, ""), Finding("legacy-x", "two", False, "")]
+    with pytest.raises(ValueError, match="two findings share an id"):
+        by_id(twins)
