@@ -40,6 +40,7 @@ from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 from lab_cluster.zk import BackendRequest
 
 from . import metrics, store
+from .catalogue import EXPERIMENTS
 from .slots import machine_slot
 from .trial import TrialSpec, run_trial
 
@@ -69,8 +70,6 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_rea
            "zombie_commits_accepted", "offsets_moved_backwards", "commits_fenced"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
           "client_requests"]
-#: the experiments whose trials' timelines (who processed which partition when) are kept for the report
-TIMELINE_EXPERIMENTS = ("split_brain", "zombie")
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",
                    "zk_backend", "zk_version", "trial", "wall_s"]
 
@@ -227,7 +226,8 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
                                                     "follower_delay_ms", "seed", "repetition", "change_index"],
                                                    na_position="last")
-    faulted = [s.trial_id for s in specs if s.experiment in TIMELINE_EXPERIMENTS and s.trial_id in ran]
+    # the experiments that keep timelines (who processed which partition when) for their report sections
+    faulted = [s.trial_id for s in specs if EXPERIMENTS[s.experiment].keeps_timelines and s.trial_id in ran]
     stretches, marks = metrics.timelines(events.where(F.col("trial").isin(faulted)))
     timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
                  "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .experiment import Experiment
 from .finding import Finding
 from .trial import TrialSpec
 
@@ -117,3 +118,7 @@ def _members_after(summary: pd.DataFrame, change: str) -> pd.Series:
 
 def _series(s: pd.Series) -> str:
     return ", ".join(f"N={n}: {v:,.0f}" for n, v in s.items()) or "no successful trial"
+
+
+EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
+                        section="experiments.report_herd:herd_section", keeps_timelines=False)

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from . import split_brain, timeline_figure, zombie  # noqa: E402
+from .experiment import StoredRun  # noqa: E402
 from .report_parts import STYLE, findings_list, table  # noqa: E402
 
 SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"), ("consumers", "N"),
@@ -31,8 +32,9 @@ ZOMBIE_TRIAL_TABLE = [("variant", "fault"), ("design", "design"), ("duplicates",
                       ("offsets_moved_backwards", "offsets moved backwards")]
 
 
-def split_brain_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines,
-                        overrides: list[tuple[str, str]]) -> str:
+def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
+    env, figures, root, timelines = run.env, run.figures, run.root, run.timelines
+    overrides = run.overrides(split_brain.NAME)
     ok = summary[(summary.status == "ok") & (summary.change == "churn")]
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
              ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))}, each consumer "
@@ -130,8 +132,9 @@ def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def zombie_section(summary: pd.DataFrame, env: dict, figures: Path, root: Path, timelines,
-                   overrides: list[tuple[str, str]]) -> str:
+def zombie_section(summary: pd.DataFrame, run: StoredRun) -> str:
+    env, figures, root, timelines = run.env, run.figures, run.root, run.timelines
+    overrides = run.overrides(zombie.NAME)
     ok = summary[summary.status == "ok"].sort_values(["variant", "design", "change_index"])
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
              ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))}: the victim "

@@ -27,16 +27,15 @@ from rich.table import Table
 
 from lab_cluster.errors import LabError
 
-from . import herd, published, split_brain, store, zombie
-
-EXPERIMENTS = {m.NAME: m for m in (herd, split_brain, zombie)}
+from . import published, store
+from .catalogue import DESIGNS, EXPERIMENTS
 
 
 def add_parsers(sub) -> None:
     run = sub.add_parser("run", help="run one experiment's grid of trials on Spark and store the results")
     run.add_argument("experiment", choices=sorted(EXPERIMENTS))
     _grid_options(run)
-    run.add_argument("--designs", default="legacy,modern", help="comma-separated: legacy, modern")
+    run.add_argument("--designs", default=",".join(DESIGNS), help=f"comma-separated: {', '.join(DESIGNS)}")
     run.add_argument("--consumers", help="comma-separated group sizes (default: the profile's)")
     run.add_argument("--partitions", type=int, help="partitions of the topic (default: the profile's)")
     run.add_argument("--seeds", type=int, help="repetitions of each trial (default: the profile's, else 1)")
@@ -79,11 +78,12 @@ def _int_list(text: str | None, what: str) -> list[int] | None:
     return values
 
 
-def _designs(text: str) -> tuple[str, ...]:
+def _designs(text: str, experiment) -> tuple[str, ...]:
     designs = tuple(d.strip() for d in text.split(",") if d.strip())
-    unknown = [d for d in designs if d not in herd.DESIGNS]
+    unknown = [d for d in designs if d not in experiment.designs]
     if not designs or unknown:
-        raise LabError(f"--designs {text!r}: unknown design(s) {unknown}.", "Use legacy, modern or legacy,modern.")
+        raise LabError(f"--designs {text!r}: {experiment.name} has no design(s) {unknown}.",
+                       f"Use one or more of {', '.join(experiment.designs)}, comma-separated.")
     return designs
 
 
@@ -159,7 +159,7 @@ def _print_table(console: Console, summary) -> None:
 
 def run_experiment(args) -> int:
     experiment = EXPERIMENTS[args.experiment]
-    specs = experiment.grid(args.profile, _designs(args.designs), _int_list(args.consumers, "--consumers"),
+    specs = experiment.grid(args.profile, _designs(args.designs, experiment), _int_list(args.consumers, "--consumers"),
                             args.partitions, args.seeds)
     out = args.out or _new_run_dir(f"{args.experiment}-{args.profile}")
     summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .experiment import Experiment
 from .finding import Finding
 from .trial import TrialSpec
 
@@ -90,3 +91,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
 
 def _series(s: pd.Series) -> str:
     return ", ".join(f"{d} ms: {v:,.0f}" for d, v in s.items()) or "no successful trial"
+
+
+EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
+                        section="experiments.report_faults:split_brain_section", keeps_timelines=True)

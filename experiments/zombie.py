@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .experiment import Experiment
 from .finding import Finding
 from .trial import TrialSpec
 
@@ -120,3 +121,7 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
         return "no successful trial"
     return "; ".join(f"{r.trial}: " + ", ".join(f"{c} {getattr(r, c):,.3g}" for c in columns)
                      for r in rows.itertuples())
+
+
+EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
+                        section="experiments.report_faults:zombie_section", keeps_timelines=True)

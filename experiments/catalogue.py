@@ -1,0 +1,21 @@
+"""Every experiment of the lab, in the order the report shows them: the one place an experiment is registered.
+
+`run EXPERIMENT` offers these names, `reproduce` runs them all, the harness
+asks each whether its trials keep timelines, and the report renders each one's
+section and checks its findings. Adding an experiment: one module that exports
+an `Experiment` (`experiment.py`), and one line here.
+"""
+
+from __future__ import annotations
+
+from . import herd, split_brain, zombie
+from .experiment import Experiment
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
+    herd.EXPERIMENT,
+    split_brain.EXPERIMENT,
+    zombie.EXPERIMENT,
+)}
+
+#: every design some experiment runs, in a stable order (what `run --designs` accepts)
+DESIGNS: tuple[str, ...] = tuple(dict.fromkeys(d for e in EXPERIMENTS.values() for d in e.designs))

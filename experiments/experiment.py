@@ -1,0 +1,67 @@
+"""What an experiment is, and what its report section reads.
+
+An experiment module (`herd.py`, `split_brain.py`, `zombie.py`) starts from a
+question and exports one `Experiment`: its grid of trials per profile, the
+findings it checks on a run's summary, and the report section that shows them.
+`catalogue.py` lists every experiment once; the runner (`run`, `reproduce`), the
+harness (which trials keep timelines) and the report read that list and nothing
+else, so a new experiment is one new module and one line there.
+
+A report section is rendered from a `StoredRun` alone: the run's own summary,
+environment, consumer configs, grid and timelines, never from today's code
+constants, so an old run re-renders as it ran.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .finding import Finding
+from .trial import TrialSpec
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """What a report section may read: the stored results of one run, and where its figures go."""
+
+    env: dict  # environment.json
+    configs: dict  # configs.json: {design: the consumer config as a consumer recorded it}
+    grid: list[dict]  # grid.json: every trial's spec as the run was given it
+    figures: Path  # where the section writes its figures
+    root: Path  # the report's folder: figure links are relative to it
+    timelines: tuple[pd.DataFrame, pd.DataFrame] | None  # timelines.csv, marks.csv (fault experiments)
+
+    def overrides(self, experiment: str) -> list[tuple[str, str]]:
+        """(design, its config overrides) in one experiment's trials, as grid.json recorded them."""
+        by_design: dict[str, dict[str, None]] = {}  # an ordered set: the overrides in the order the grid gave
+        for spec in self.grid:
+            if spec["experiment"] == experiment:
+                by_design.setdefault(spec["design"], {}).update(dict.fromkeys(json.loads(spec["overrides"])))
+        return [(design, ", ".join(f"`{o}`" for o in found) or "none")
+                for design, found in sorted(by_design.items())]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment: a question, its trials, the findings it checks and the section that reports them."""
+
+    name: str  # also its pytest marker and the `experiment` column of summary.csv
+    question: str
+    designs: tuple[str, ...]
+    profiles: dict[str, dict]  # "quick", "full": the grid's parameters
+    grid: Callable[..., list[TrialSpec]]  # (profile, designs, consumers, partitions, seeds) -> trials
+    findings: Callable[[pd.DataFrame], list[Finding]]  # checked on the run's summary rows of this experiment
+    section: str  # "module:function" rendering its report section from (its summary rows, StoredRun)
+    keeps_timelines: bool = False  # the harness keeps who processed which partition when, for the report
+
+    def render_section(self, rows: pd.DataFrame, run: StoredRun) -> str:
+        # resolved when a report is rendered: the report modules import matplotlib, which running trials
+        # does not need, and they import the experiment modules (no cycle)
+        module, function = self.section.split(":")
+        return getattr(importlib.import_module(module), function)(rows, run)

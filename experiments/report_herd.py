@@ -1,0 +1,124 @@
+"""The herd section of the report: set-up, results per N, the figure, the finding and what to take from it.
+
+Rendered from the run's stored results only (`experiment.StoredRun`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from . import herd  # noqa: E402
+from .experiment import StoredRun  # noqa: E402
+from .report_parts import STYLE, findings_list, table  # noqa: E402
+
+HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
+              ("zk_requests_per_change", "ZK requests"), ("membership_reads_per_change", "of them registration reads"),
+              ("coordinator_requests_per_change", "coordinator requests"),
+              ("control_messages_per_change", "control messages"), ("rebalance_attempts", "attempts"),
+              ("rebalance_failures", "failures"), ("owner_conflicts", "owner conflicts"),
+              ("convergence_ms", "convergence ms"), ("unowned_partition_s", "unowned partition-s"),
+              ("double_owned_partition_s", "double-owned partition-s"), ("view_divergence", "views")]
+HERD_FIGURES = [("notifications_per_change", "ZooKeeper notifications to consumers", "symlog"),
+                ("zk_requests_per_change", "ZooKeeper requests by consumers", "symlog"),
+                ("control_messages_per_change", "control messages (all three)", "log"),
+                ("convergence_ms", "convergence (ms)", "log")]
+
+
+def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
+    configs, env, figures, root = run.configs, run.env, run.figures, run.root
+    ok = summary[summary.status == "ok"]
+    ns = sorted(summary.consumers.dropna().unique().astype(int))
+    setup = [("designs", ", ".join(sorted(summary.design.unique()))), ("group sizes N", ", ".join(map(str, ns))),
+             ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
+             ("scenario", "stable group of N; `j1` joins (N -> N+1); `j1` leaves gracefully (N+1 -> N)"),
+             ("ZooKeeper", "1 server per trial"), ("brokers", "3 per trial, each hosting a group coordinator")]
+    config_rows = []
+    for design, config in sorted(configs.items()):
+        for key, value in sorted(config.items()):
+            config_rows.append((design, key, value))
+    tables = []
+    for design in ("legacy", "modern"):
+        for change in ("join", "leave"):
+            rows = ok[(ok.design == design) & (ok.change == change)].sort_values("consumers")
+            if rows.empty:
+                continue
+            tables.append(f"**{STYLE[design][1]}, {change}**\n\n" + table(
+                [label for _, label in HERD_TABLE], rows[[c for c, _ in HERD_TABLE]].itertuples(index=False)))
+    figure = _herd_figure(ok, figures / "herd.png")
+    checked = herd.findings(summary)
+    return f"""## Herd: {herd.QUESTION}
+
+**Set-up.**
+
+{table(["", ""], setup)}
+
+Consumer configuration as the consumers recorded it (the lab's departures from
+the defaults: `auto.offset.reset` from the start of the log, so that every
+produced message is one a consumer must process):
+
+<details><summary>consumer configs</summary>
+
+{table(["design", "key", "value"], config_rows)}
+
+</details>
+
+**Results** (one row per N; metrics per change, DESIGN.md §4):
+
+{chr(10).join(t + chr(10) for t in tables)}
+![herd: cost of one change against N]({figure.relative_to(root).as_posix()})
+
+**The finding, checked on these results** (`experiments/herd.py: findings`):
+
+{findings_list(checked)}
+
+**What to take from it.** In the ZooKeeper era nobody coordinates: every
+consumer keeps its own watch on `/consumers/<group>/ids`
+(`legacy_zk/watches.py`, zkclient's listeners), so one change notifies all N
+of them; each re-arms its watch at once (two reads), then runs the whole
+rebalance by itself (`legacy_zk/consumer.py: _synced_rebalance`): it reads the
+brokers twice, its own registration twice, the partitions and every member's
+registration (`legacy_zk/rebalance.py`: Kafka 0.8.2.2's reads, in its order
+and number; N reads each, N² in all), releases and re-claims its owner znodes,
+and collides with the others while they do the same
+(`legacy_zk/ownership.py`: one owner conflict per refused partition, back-off
+`rebalance.backoff.ms`). The cost of one change is paid N times over, and the
+part that reads the membership grows with N². In the coordinator era the
+consumers never talk to ZooKeeper: the coordinator learns of the change
+(`modern_coord/coordinator/coordinator.py`), tells the members through the
+answer to their next Heartbeat (REBALANCE_IN_PROGRESS), and each member sends
+a fixed handful of requests (OffsetCommit, JoinGroup, SyncGroup); the leader
+alone computes the assignment (`modern_coord/consumer.py: _assign_as_leader`).
+The price is latency, not load: members learn of a change only at their next
+heartbeat (`heartbeat.interval.ms`), which is why coordinator-era convergence
+is not always faster at small N.
+
+**Reproduce:** `python -m experiments run herd --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+
+
+def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
+    for ax, (metric, title, scale) in zip(axes.flat, HERD_FIGURES, strict=True):
+        for design, (color, label) in STYLE.items():
+            for change, style in (("join", "-o"), ("leave", "--s")):
+                s = herd.per_n(ok, design, change, metric)
+                if not s.empty:
+                    ax.plot(s.index, s.values, style, color=color, label=f"{label}, {change}")
+        ax.set_xscale("log", base=2)
+        if scale == "symlog":
+            ax.set_yscale("symlog", linthresh=1)
+            ax.set_ylim(bottom=0)  # counts: nothing below zero to show
+        else:
+            ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xlabel("group size N")
+        ax.grid(True, which="both", alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return path

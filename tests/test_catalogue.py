@@ -1,0 +1,33 @@
+"""The experiment registry: each experiment registered once, and everything the runner and the report need from
+it reachable through that one entry (its trials, its pytest marker, its report section, its findings' ids)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from experiments.catalogue import DESIGNS, EXPERIMENTS
+from experiments.experiment import Experiment
+
+MARKERS = {line.split(":")[0] for line in tomllib.loads(
+    (Path(__file__).parent.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]}
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_an_experiment_brings_its_trials_marker_and_report_section(name):
+    experiment = EXPERIMENTS[name]
+    assert isinstance(experiment, Experiment) and experiment.name == name
+    assert name in MARKERS  # `pytest -m <name>` selects its end-to-end test
+    for profile in experiment.profiles:
+        specs = experiment.grid(profile)
+        assert specs and {s.experiment for s in specs} == {name}
+        assert {s.design for s in specs} == set(experiment.designs)
+    module, function = experiment.section.split(":")
+    assert callable(getattr(__import__(module, fromlist=[function]), function))
+
+
+def test_designs_are_those_the_experiments_run_in_a_stable_order():
+    assert DESIGNS == ("legacy", "modern")
+    assert set(DESIGNS) == {d for e in EXPERIMENTS.values() for d in e.designs}
