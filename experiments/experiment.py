@@ -37,6 +37,13 @@ class StoredRun:
     root: Path  # the report's folder: figure links are relative to it
     timelines: tuple[pd.DataFrame, pd.DataFrame] | None  # timelines.csv, marks.csv (fault experiments)
 
+    def spec(self, experiment: str, field: str) -> str:
+        """The values one field of the trial specs took in an experiment, as grid.json recorded them: `3`,
+        `0.5`, or `1 or 3` where trials differed (a set-up fact of the report is read here, never from
+        the code's constants, so an old run re-renders as it ran)."""
+        values = sorted({spec[field] for spec in self.grid if spec["experiment"] == experiment})
+        return " or ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values) or "?"
+
     def overrides(self, experiment: str) -> list[tuple[str, str]]:
         """(design, its config overrides) in one experiment's trials, as grid.json recorded them."""
         by_design: dict[str, dict[str, None]] = {}  # an ordered set: the overrides in the order the grid gave

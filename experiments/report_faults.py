@@ -38,13 +38,17 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
     ok = summary[(summary.status == "ok") & (summary.change == "churn")]
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
              ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))}, each consumer "
-                       "in its own process; consumer k holds its ZooKeeper session on server k mod 3"),
+                       "in its own process; consumer k holds its ZooKeeper session on server k mod "
+                       f"{run.spec(split_brain.NAME, 'zk_servers')}"),
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
-             ("ZooKeeper", "3 servers per trial; one follower's quorum link to the leader delayed, each way, by "
+             ("ZooKeeper", f"{run.spec(split_brain.NAME, 'zk_servers')} servers per trial; one follower's quorum "
+                           "link to the leader delayed, each way, by "
                            + ", ".join(f"{d} ms" for d in sorted(summary.follower_delay_ms.unique()))),
-             ("scenario", "stable group; then `j1` joins, `j2` joins, `j1` leaves, 0.5 s apart (one change: "
+             ("scenario", "stable group; then `j1` joins, `j2` joins, `j1` leaves, "
+                          f"{run.spec(split_brain.NAME, 'churn_gap_s')} s apart (one change: "
                           "`churn`); the lag starts after the group first converged"),
-             ("brokers", "3 per trial, each hosting a group coordinator, sessions spread over the ensemble"),
+             ("brokers", f"{run.spec(split_brain.NAME, 'brokers')} per trial, each hosting a group coordinator, "
+                         "sessions spread over the ensemble"),
              ("configs", "each family's defaults (see the herd section) with `auto.offset.reset` from the start; "
                          "overrides: " + "; ".join(f"{design} {found}" for design, found in overrides))]
     rows = ok.sort_values(["design", "follower_delay_ms"])[[c for c, _ in SPLIT_TABLE]]
@@ -141,9 +145,11 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> str:
                        "`c1` and the others, each in its own process"),
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("faults", "`pause`: SIGSTOP `c1` until the group converged without it and "
-                        f"{zombie.HOLD_S:g} s more, then SIGCONT; `cut`: blackhole `c1`'s link to ZooKeeper "
+                        f"{run.spec(zombie.NAME, 'hold_s')} s more, then SIGCONT; `cut`: blackhole `c1`'s link to "
+                        "ZooKeeper "
                         "(legacy) or to its coordinator (modern), its broker links untouched, as long, then heal"),
-             ("ZooKeeper", "1 server per trial"), ("brokers", "3 per trial, each hosting a group coordinator")]
+             ("ZooKeeper", f"{run.spec(zombie.NAME, 'zk_servers')} server per trial"),
+             ("brokers", f"{run.spec(zombie.NAME, 'brokers')} per trial, each hosting a group coordinator")]
     per_change = ok[[c for c, _ in ZOMBIE_TABLE]]
     per_trial = zombie.per_trial(ok)[[c for c, _ in ZOMBIE_TRIAL_TABLE]]  # a trial's changes summed
     figure = _zombie_figure(ok, figures / "zombie.png")

@@ -37,7 +37,8 @@ def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
     setup = [("designs", ", ".join(sorted(summary.design.unique()))), ("group sizes N", ", ".join(map(str, ns))),
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("scenario", "stable group of N; `j1` joins (N -> N+1); `j1` leaves gracefully (N+1 -> N)"),
-             ("ZooKeeper", "1 server per trial"), ("brokers", "3 per trial, each hosting a group coordinator")]
+             ("ZooKeeper", f"{run.spec(herd.NAME, 'zk_servers')} server per trial"),
+             ("brokers", f"{run.spec(herd.NAME, 'brokers')} per trial, each hosting a group coordinator")]
     config_rows = []
     for design, config in sorted(configs.items()):
         for key, value in sorted(config.items()):

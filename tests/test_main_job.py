@@ -199,3 +199,16 @@ def test_a_published_report_an_older_lab_rendered_is_not_checked_and_the_verdict
     outcomes = published.compare(pd.read_csv(REPO / "report" / "summary.csv"))  # this run: today's columns
     assert outcomes and all(o.published is None and o.here is not None for o in outcomes)
     assert "rendered by an older lab (its summary has no membership_reads_per_change)" in published.verdict(outcomes)
+
+
+def test_the_report_states_the_set_up_the_run_recorded_not_todays_constants(tmp_path):
+    run_dir = _copy_of_published_run(tmp_path)
+    grid = json.loads((run_dir / "grid.json").read_text())
+    for spec in grid:
+        spec.update({"zombie": {"hold_s": 7.5}, "split_brain": {"churn_gap_s": 0.25, "brokers": 5}}.get(
+            spec["experiment"], {}))
+    (run_dir / "grid.json").write_text(json.dumps(grid))
+    assert cli("report", str(run_dir)).returncode == 0
+    text = (run_dir / "REPORT.md").read_text()
+    assert "converged without it and 7.5 s more" in text and "`j1` leaves, 0.25 s apart" in text
+    assert "| brokers | 5 per trial, each hosting a group coordinator, sessions spread" in text
