@@ -66,6 +66,9 @@ class Experiment:
     findings: Callable[[pd.DataFrame], list[Finding]]  # checked on the run's summary rows of this experiment
     section: str  # "module:function" rendering its report section from (its summary rows, StoredRun)
     keeps_timelines: bool = False  # the harness keeps who processed which partition when, for the report
+    #: raised when what the experiment runs or claims changes (a run records the versions it ran: runs of
+    #: different versions of one experiment are not the same measurement); its history is in the module
+    version: int = 1
 
     def render_section(self, rows: pd.DataFrame, run: StoredRun) -> str:
         # resolved when a report is rendered: the report modules import matplotlib, which running trials

@@ -273,7 +273,9 @@ def environment(spark: SparkSession, summary: pd.DataFrame, profile: str, comman
             "zk_backend": ", ".join(backends) or "unknown", "zk_version": ", ".join(versions) or "unknown",
             "spark_version": spark.version, "spark_master": spark.sparkContext.master,
             "python_version": platform.python_version(), "platform": platform.platform(),
-            "machine": machine(), "cpu_count": os.cpu_count(), "lab_commit": lab_commit()}
+            "machine": machine(), "cpu_count": os.cpu_count(), "lab_commit": lab_commit(),
+            "experiment_versions": {name: e.version for name, e in EXPERIMENTS.items()
+                                    if (summary["experiment"] == name).any()}}
 
 
 def lab_commit() -> str:

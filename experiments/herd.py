@@ -120,5 +120,7 @@ def _series(s: pd.Series) -> str:
     return ", ".join(f"N={n}: {v:,.0f}" for n, v in s.items()) or "no successful trial"
 
 
+#: 1: the ZooKeeper-era load finding on all requests (a positive quadratic term); 2: on registration reads
+#: (at least (members after)² per change), all requests as evidence
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report_herd:herd_section", keeps_timelines=False)
+                        section="experiments.report_herd:herd_section", keeps_timelines=False, version=2)

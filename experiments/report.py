@@ -106,6 +106,8 @@ def _environment(env: dict) -> str:
             ("memory", f"{machine.get('mem_gib', machine.get('memory_gib', '?'))} GiB")]
     if "lab_commit" in env:  # runs stored before it was recorded have none
         rows.append(("lab commit", f"`{env['lab_commit']}`"))
+    if "experiment_versions" in env:  # likewise
+        rows.append(("experiment versions", ", ".join(f"{n} {v}" for n, v in env["experiment_versions"].items())))
     return "## Environment\n\n" + table(["", ""], rows)
 
 

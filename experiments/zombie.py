@@ -123,5 +123,7 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
                      for r in rows.itertuples())
 
 
+#: 1: "the zombie's commits are accepted" in both faults; 2: the faithful 0.8 model's finding (nothing refuses
+#: its commits; cut off, the blocked commit lands on the new session; an offset moves backwards in some trial)
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report_faults:zombie_section", keeps_timelines=True)
+                        section="experiments.report_faults:zombie_section", keeps_timelines=True, version=2)

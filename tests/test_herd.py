@@ -106,6 +106,7 @@ def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path
     # the run is tied to the code that made it (a checkout without git says so)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
     assert f"| lab commit | `{head.stdout.strip() if head.returncode == 0 else 'unknown'}" in text
+    assert f"| experiment versions | herd {herd.EXPERIMENT.version} |" in text  # what the run ran, recorded
 
 
 def test_a_trace_cut_short_fails_its_trial_with_the_reason(herd_run, spark, tmp_path):
