@@ -238,7 +238,7 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
 
 def consumer_configs(events: DataFrame) -> dict[str, dict]:
     """{design: config} as the consumers recorded it at start (one consumer per design; all of a design share it)."""
-    first = (events.where(F.col("kind").isin(*metrics.CONSUMER_MARKERS))
+    first = (events.where(F.col("kind") == metrics.CONSUMER_START)
              .groupBy("design").agg(F.min_by(metrics.field("config"), "ts_ns").alias("config")).collect())
     return {row.design: json.loads(row.config) for row in first if row.config}
 

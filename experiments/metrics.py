@@ -74,7 +74,7 @@ from pyspark.sql.types import ArrayType, StringType
 
 from .trial import MEMBERSHIP_CHANGES
 
-CONSUMER_MARKERS = ("consumer_start", "consumer_config")  # the first event of each family's consumer
+CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
 WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                           "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
 KEYS = ["trial", "change_index"]
@@ -89,7 +89,7 @@ def field(name: str) -> Column:
 
 def consumer_events(events: DataFrame) -> DataFrame:
     """The events of consumers (actors whose trace starts a consumer of either family)."""
-    consumers = events.where(F.col("kind").isin(*CONSUMER_MARKERS)).select("trial", "actor").distinct()
+    consumers = events.where(F.col("kind") == CONSUMER_START).select("trial", "actor").distinct()
     return events.join(consumers, ["trial", "actor"], "left_semi")
 
 

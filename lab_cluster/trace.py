@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from .cleanup import REAPER
+from .events import KINDS
 
 #: The fixed columns of every record; anything else goes into `fields`.
 COLUMNS = ("ts_ns", "wall_ms", "trial", "design", "actor", "kind", "topic", "partition", "offset", "path",
@@ -77,7 +78,9 @@ class TraceRecorder:
         self._token = REAPER.register(f"trace {self.path}", self.close)
 
     def record(self, kind: str, **fields) -> int:
-        """Append one event; returns its `ts_ns`."""
+        """Append one event; returns its `ts_ns`. Its kind must be one of the vocabulary's (`events.py`)."""
+        if kind not in KINDS:
+            raise ValueError(f"{kind!r} is not an event kind of the lab: add it to lab_cluster/events.py")
         ts_ns = time.monotonic_ns()
         event = {"ts_ns": ts_ns, "wall_ms": time.time_ns() // 1_000_000, **self._base, "kind": kind}
         extra = {}

@@ -125,7 +125,7 @@ class ModernConsumer:
 
     # -- public ------------------------------------------------------------------------
     def start(self) -> ModernConsumer:
-        self.trace.record("consumer_config", member=self.name, config=self.config.as_record(), topics=self.topics)
+        self.trace.record("consumer_start", member=self.name, config=self.config.as_record(), topics=self.topics)
         self._poll_thread.start()
         self._hb_thread.start()
         return self
@@ -146,7 +146,7 @@ class ModernConsumer:
             changed = state is not self.state
             self.state = state
         if changed:
-            self.trace.record("member_state", member=self.generation.member_id or self.member_id,
+            self.trace.record("consumer_state", member=self.generation.member_id or self.member_id,
                               generation=self.generation.generation_id, state=state.value)
             self._changed()
 
@@ -252,7 +252,7 @@ class ModernConsumer:
                 self._maybe_auto_commit()
         except ConsumerFailed as exc:
             self.error = str(exc)
-            self.trace.record("consumer_failed", reason=self.error)
+            self.trace.record("consumer_failed", member=self.member_id, reason=self.error)
             self._changed()
         finally:
             self._leave()
@@ -266,10 +266,10 @@ class ModernConsumer:
         self._apply_reset()
         self.rebalances += 1
         self.trace.record("rebalance_begin", member=self.member_id, generation=self.generation.generation_id,
-                          reason=reason, attempt=self.rebalances)
+                          reason=reason, rebalance=self.rebalances)
         outcome = self._join_and_sync()
         self.trace.record("rebalance_end", member=self.member_id, generation=self.generation.generation_id,
-                          outcome=outcome, attempt=self.rebalances)
+                          outcome=outcome, rebalance=self.rebalances)
         if outcome != "ok":
             self._set_state(MemberState.UNJOINED)
             self.request_rejoin(outcome)

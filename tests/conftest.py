@@ -144,6 +144,19 @@ def run_experiment(spark, run_dir, specs):
     return run_dir, specs, analyse(spark, str(run_dir), specs, results)
 
 
+def vocabulary_problems(run_dir) -> dict[str, int]:
+    """{problem: how many events have it} over every trace line of a run's trials (`lab_cluster/events.py`)."""
+    from collections import Counter
+
+    from lab_cluster.events import problems
+
+    found: Counter[str] = Counter()
+    for trace in Path(run_dir).glob("trials/*/traces/*.jsonl"):
+        for line in trace.read_text().splitlines():
+            found.update(problems(json.loads(line)))
+    return dict(found)
+
+
 @pytest.fixture
 def docker_backend():
     """'testcontainers', or a skip (a failure under CI) saying why it cannot run."""

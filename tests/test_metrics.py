@@ -90,7 +90,7 @@ def traces(tmp_path_factory):
         (19.0, "zk_server_counters", {"index": 1, "at": "after", **_counters(3, 60)}),
         (20.0, "end", {})])
     _write(b, "zombie", "c1", [
-        (0.6, "consumer_config", {"config": {}}),
+        (0.6, "consumer_start", {"config": {}}),
         (1.0, "assigned", {"partitions": [["t", 0]]}),
         (8.0, "commit", {"topic": "t", "partition": 0, "offset": 6, "outcome": "accepted"}),  # a zombie's commit
         (8.5, "commit", {"topic": "t", "partition": 0, "offset": 6, "outcome": "fenced"}),   # refused: not counted
@@ -100,7 +100,7 @@ def traces(tmp_path_factory):
         (7.3, "processed", {"topic": "t", "partition": 0, "offset": 7})],  # 7.1-7.3, beside c2's 7.0-7.4
         design="modern")
     _write(b, "zombie", "c2", [
-        (0.6, "consumer_config", {"config": {}}),
+        (0.6, "consumer_start", {"config": {}}),
         (6.0, "assigned", {"partitions": [["t", 0]]}),
         (9.0, "commit", {"topic": "t", "partition": 0, "offset": 8, "outcome": "accepted"}),
         *[(7.0 + i / 10, "processed", {"topic": "t", "partition": 0, "offset": o})

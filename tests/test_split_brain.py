@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_experiment
+from conftest import run_experiment, vocabulary_problems
 
 from experiments import split_brain
 from experiments.finding import by_id
@@ -62,3 +62,9 @@ def test_the_coordinator_era_computes_from_one_view_per_generation(split_run):
                 members_by_generation.setdefault(generation, set()).add(members)
     assert len(members_by_generation) >= 2  # the initial group's generation and the churn's
     assert all(len(views) == 1 for views in members_by_generation.values()), members_by_generation
+
+
+def test_every_event_the_trials_wrote_is_in_the_vocabulary_with_its_fields(split_run):
+    run_dir = split_run[0]
+    assert any(run_dir.glob("trials/*/traces/*.jsonl"))
+    assert vocabulary_problems(run_dir) == {}

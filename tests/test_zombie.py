@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import run_experiment
+from conftest import run_experiment, vocabulary_problems
 
 from experiments import zombie
 from experiments.finding import by_id
@@ -81,3 +81,9 @@ def test_the_report_draws_a_timeline_per_fault(zombie_run, tmp_path):
     columns = [c for c, _ in ZOMBIE_TRIAL_TABLE]
     for row in zombie.per_trial(zombie_run[2])[columns].itertuples(index=False):
         assert "| " + " | ".join(cell(v) for v in row) + " |" in text, row
+
+
+def test_every_event_the_trials_wrote_is_in_the_vocabulary_with_its_fields(zombie_run):
+    run_dir = zombie_run[0]
+    assert any(run_dir.glob("trials/*/traces/*.jsonl"))
+    assert vocabulary_problems(run_dir) == {}

@@ -1,0 +1,127 @@
+"""The trace vocabulary: every kind of event an actor of the lab writes, and the fields it always carries.
+
+Traces are the lab's only measurement (`trace.py` writes them, the metrics
+read them with Spark SQL), so this is the contract between every writer (the
+families' consumers, the brokers and their coordinators, the producer, the
+trial runner, the fault injector) and `experiments/metrics.py`. One concept has
+one name here: a consumer of either family starts with `consumer_start` and
+reports its state with `consumer_state`; `rebalance_begin`'s `attempt` is the
+try within one rebalance (Kafka 0.8's 1..`rebalance.max.retries`) and
+`rebalance` the consumer's running count of rebalances.
+
+`TraceRecorder.record` refuses a kind that is not listed here, so a writer
+cannot invent one; `problems(event)` says what a written event lacks, and a
+test reads every event of real trials of each experiment through it. A new
+family adds the kinds its protocol needs (with their fields) to this file.
+
+    >>> problems({"kind": "assigned", "member": "c1", "partitions": [["t", 0]]})
+    []
+    >>> problems({"kind": "assigned", "member": "c1"})
+    ['assigned lacks partitions']
+    >>> problems({"kind": "gossip"})
+    ['gossip is not an event kind of the lab (lab_cluster/events.py)']
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EventKind:
+    name: str
+    required: tuple[str, ...]  # fields every event of this kind carries (a column or a key of `fields`)
+    about: str
+
+
+def _kinds(*kinds: EventKind) -> dict[str, EventKind]:
+    return {k.name: k for k in kinds}
+
+
+KINDS: dict[str, EventKind] = _kinds(
+    # -- every trace ----------------------------------------------------------------------------------
+    EventKind("trace_open", ("pid",), "the first line of every trace (`trace.py`)"),
+    EventKind("trace_close", ("events",), "the last line of a trace that was closed, with its event count"),
+    # -- a consumer of any family ----------------------------------------------------------------------
+    EventKind("consumer_start", ("member", "config", "topics"),
+              "a consumer starts, with its whole config: marks the actor as a consumer"),
+    EventKind("consumer_state", ("member", "state"), "the consumer's state changed (its family's state enum)"),
+    EventKind("consumer_stop", ("member",), "the consumer stopped"),
+    EventKind("consumer_failed", ("member", "reason"), "the consumer stopped on a fatal error"),
+    EventKind("rebalance_begin", ("member",), "a rebalance (or one attempt of it, `attempt`) begins"),
+    EventKind("rebalance_end", ("member", "outcome"), "it ended: `ok` or why not"),
+    EventKind("rebalance_failed", ("member", "attempts"), "the consumer gave up after its last attempt"),
+    EventKind("revoked", ("member", "partitions"), "the consumer let go of these partitions"),
+    EventKind("assigned", ("member", "partitions"),
+              "the consumer's new assignment, with the view it came from (`cversion` or `generation`)"),
+    EventKind("processed", ("topic", "partition", "offset"), "the application processed one record"),
+    EventKind("commit", ("member", "topic", "partition", "offset", "outcome"),
+              "an offset commit and its outcome: `accepted`, `fenced` or an error"),
+    EventKind("commit_error", ("member", "error"), "a commit could not be made at all"),
+    # -- the ZooKeeper era (legacy_zk) -----------------------------------------------------------------
+    EventKind("zk_read", ("op", "path"), "a read request to ZooKeeper (`zkclient.py: TracedZk`)"),
+    EventKind("zk_write", ("op", "path"), "a write request to ZooKeeper"),
+    EventKind("zk_retry", ("op", "path", "error"), "a request retried after a lost connection"),
+    EventKind("zk_watch_fired", ("path", "event_type"), "a watch notification reached the consumer"),
+    EventKind("zk_watch_unheard", ("member", "path"),
+              "a watch the consumer's own close triggers and it will not hear (counted by the cross-check)"),
+    EventKind("zk_rewatched", ("paths", "moved"), "zkclient re-armed its watches after a reconnect"),
+    EventKind("zk_event_error", ("event", "error"), "a listener raised while handling a watch event"),
+    EventKind("zk_session", ("member", "zk_state"), "the ZooKeeper connection's state changed"),
+    EventKind("session_expired", ("member",), "the ZooKeeper session expired"),
+    EventKind("session_reestablished", ("member",), "registered again on a new session (`handleNewSession`)"),
+    EventKind("registration_conflict", ("path", "backoff_ms"), "the ids node was still there, a dead session's"),
+    EventKind("view", ("members", "cversion"), "the membership a rebalance attempt read (with its `cversion`)"),
+    EventKind("owner_conflict", ("member", "topic", "partition"), "an owner znode already held by another"),
+    EventKind("fetchers_stopped", ("member", "partitions"), "the fetchers stopped (closeFetchers)"),
+    EventKind("no_brokers", ("member",), "a rebalance found no broker and kept the assignment"),
+    EventKind("rebalance_error", ("member", "error"), "the rebalance loop raised"),
+    EventKind("stop_incomplete", ("member", "error"), "a part of the shutdown did not finish"),
+    # -- the coordinator era (modern_coord), client side -----------------------------------------------
+    EventKind("find_coordinator", ("error",), "a FindCoordinator answer"),
+    EventKind("coordinator_lost", ("reason",), "the consumer marked its coordinator unknown"),
+    EventKind("join", ("member", "generation", "error"), "a JoinGroup answer"),
+    EventKind("sync", ("member", "generation", "error"), "a SyncGroup answer"),
+    EventKind("heartbeat", ("member", "generation", "error"), "a Heartbeat answer"),
+    EventKind("leave", ("member", "error"), "a LeaveGroup answer"),
+    EventKind("leader_assignment", ("member", "generation", "assignment"), "the leader's computed assignment"),
+    EventKind("generation_reset", ("member", "error"), "member id and generation reset after an error"),
+    EventKind("positions_unknown", ("member", "partitions"), "committed offsets could not be fetched yet"),
+    EventKind("poll_timeout", ("member",), "`max.poll.interval.ms` passed between two polls"),
+    # -- brokers, coordinators, producer ---------------------------------------------------------------
+    EventKind("broker_registered", ("broker", "port"), "a broker registered in /brokers/ids"),
+    EventKind("broker_stopped", ("broker",), "a broker stopped"),
+    EventKind("controller_elected", ("broker", "controller_epoch"), "a broker became the controller"),
+    EventKind("leader_elected", ("broker", "topic", "partition", "leader"), "the controller chose a leader"),
+    EventKind("leader_seen", ("broker", "topic", "partition", "leader"), "a broker learnt a partition's leader"),
+    EventKind("coordinator_request", ("broker", "api", "group"), "a group API request reached a coordinator"),
+    EventKind("group_state", ("broker", "group", "from", "to"), "a group's state changed on its coordinator"),
+    EventKind("member_added", ("broker", "group", "member"), "the coordinator added a member"),
+    EventKind("member_removed", ("broker", "group", "member", "reason"), "the coordinator removed a member"),
+    EventKind("member_expired", ("broker", "group", "member"), "a member's session expired on the coordinator"),
+    EventKind("offsets_loaded", ("broker", "offsets_partition"), "a coordinator loaded an offsets partition"),
+    EventKind("offsets_topic_created", ("broker", "partitions"), "`__consumer_offsets` was created"),
+    EventKind("produced", ("topic", "partition", "offset"), "the producer wrote one record"),
+    EventKind("producer_stopped", ("produced",), "the producer stopped, with its count"),
+    # -- the trial runner and the fault injector -------------------------------------------------------
+    EventKind("setup", ("topic", "partitions", "group", "consumers"), "the trial's set-up, with its spec"),
+    EventKind("member_started", ("member", "pid"), "the runner started a consumer process"),
+    EventKind("membership", ("member", "action"), "the runner added or removed a member"),
+    EventKind("change", ("index", "change", "members_before", "members_after"), "a step of the scenario begins"),
+    EventKind("converged", ("index", "members"), "the runner saw the group converged after a change"),
+    EventKind("not_converged", ("index",), "it did not converge within the limit"),
+    EventKind("zk_server_counters", ("index", "at", "counters"), "every ZooKeeper server's `mntr` around a change"),
+    EventKind("end", (), "the scenario ended"),
+    EventKind("fault", ("action", "target"), "a fault was injected or lifted (`faults.py`)"),
+)
+
+
+def problems(event: dict) -> list[str]:
+    """What `event` (a trace line, parsed) lacks to be what its kind promises; empty if nothing."""
+    kind = KINDS.get(event.get("kind"))
+    if kind is None:
+        return [f"{event.get('kind')} is not an event kind of the lab (lab_cluster/events.py)"]
+    fields = json.loads(event["fields"]) if isinstance(event.get("fields"), str) else {}
+    missing = [f for f in kind.required if f not in event and f not in fields]
+    return [f"{kind.name} lacks {', '.join(missing)}"] if missing else []
