@@ -21,10 +21,12 @@ from rich.console import Console
 from lab_cluster.cleanup import make_temp_dir
 from lab_cluster.errors import LabError
 
+from .families import FAMILIES
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("consumers", help="run N consumers of a group and print every rebalance until Ctrl-C")
-    p.add_argument("--design", choices=["legacy", "modern"], required=True)
+    p.add_argument("--design", choices=sorted(FAMILIES), required=True)
     p.add_argument("--zk", help="legacy: ZooKeeper connect string (from `cluster up`)")
     p.add_argument("--bootstrap", help="modern: host:port[,host:port...] of brokers (from `cluster up`)")
     p.add_argument("--group", required=True)

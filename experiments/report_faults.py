@@ -55,7 +55,7 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
     figure = _split_figure(ok, figures / "split_brain.png")
     panels = []
     largest = ok.follower_delay_ms.max() if not ok.empty else None
-    for design in ("legacy", "modern"):
+    for design in STYLE:
         trial = ok[(ok.design == design) & (ok.follower_delay_ms == largest)].trial
         if len(trial):
             panels.append((trial.iloc[0], f"{STYLE[design][1]}, follower delay {int(largest)} ms: {trial.iloc[0]}"))
@@ -156,7 +156,7 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> str:
     parts = []
     for variant in zombie.VARIANTS:
         panels = []
-        for design in ("legacy", "modern"):
+        for design in STYLE:
             trial = ok[(ok.design == design) & (ok.variant == variant)].trial
             if len(trial):
                 panels.append((trial.iloc[0], f"{STYLE[design][1]}, {variant}: {trial.iloc[0]}"))

@@ -44,7 +44,7 @@ def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
         for key, value in sorted(config.items()):
             config_rows.append((design, key, value))
     tables = []
-    for design in ("legacy", "modern"):
+    for design in STYLE:
         for change in ("join", "leave"):
             rows = ok[(ok.design == design) & (ok.change == change)].sort_values("consumers")
             if rows.empty:

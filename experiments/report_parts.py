@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-STYLE = {"legacy": ("tab:red", "ZooKeeper era (legacy_zk)"), "modern": ("tab:blue", "coordinator era (modern_coord)")}
+from .families import FAMILIES
+
+#: {design: (colour, label)} of every family, in the registry's order (`families.py`)
+STYLE = {f.name: (f.colour, f.label) for f in FAMILIES.values()}
 
 
 def cell(v) -> str:

@@ -83,6 +83,7 @@ from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient
 from lab_cluster.zk import BackendRequest, provision
 
+from .families import FAMILIES
 from .group_watch import GroupWatch
 
 TOPIC = "t"
@@ -90,10 +91,6 @@ GROUP = "lab-group"
 #: Every broker hosts a group coordinator; the only departure from Kafka's broker defaults is none:
 #: `offsets.topic.num.partitions` 50 and `group.initial.rebalance.delay.ms` 3000 are Kafka's own.
 COORDINATOR_PLUGIN = "modern_coord.coordinator.service:install"
-#: The families' host modules and how each is told where the cluster is.
-HOSTS = {"legacy": ("legacy_zk.host", "--zk"), "modern": ("modern_coord.host", "--bootstrap")}
-#: Read from the start of the log, so every produced message is one a consumer should process.
-OFFSET_RESET = {"legacy": {"auto.offset.reset": "smallest"}, "modern": {"auto.offset.reset": "earliest"}}
 #: The `mntr` counters recorded around every change (the cross-check's server side).
 SERVER_COUNTERS = ("zk_packets_received", "zk_packets_sent", "zk_watch_count", "zk_num_alive_connections",
                    "zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
@@ -142,8 +139,8 @@ class TrialSpec:
     converge_required: bool = True
 
     def __post_init__(self):
-        if self.design not in HOSTS:
-            raise LabError(f"Unknown design {self.design!r}.", f"Use one of: {', '.join(HOSTS)}.")
+        if self.design not in FAMILIES:
+            raise LabError(f"Unknown design {self.design!r}.", f"Use one of: {', '.join(FAMILIES)}.")
         if self.consumers < 1 or self.partitions < 1:
             raise LabError(f"A trial needs at least one consumer and one partition, not N={self.consumers}, "
                            f"P={self.partitions}.", "Use positive numbers.")
@@ -294,7 +291,7 @@ class _Scenario:
 
     def _victim_link(self) -> Link:
         """The victim's own path to ZooKeeper (legacy) or to its coordinator (modern), for `cut` and `heal`."""
-        if self.spec.design == "legacy":
+        if FAMILIES[self.spec.design].victim_link == "zk":
             link = zk_link(self.zk, f"{VICTIM}-zk")
         else:
             link = Link(f"{VICTIM}-coordinator", [self._find_coordinator()])
@@ -318,15 +315,15 @@ class _Scenario:
 
     def _consumers(self, name: str, count: int, address: str | None = None,
                    extra: dict[str, str] | None = None) -> LabProcess:
-        module, address_flag = HOSTS[self.spec.design]
-        address = address or (self.zk.connect if self.spec.design == "legacy" else self.bootstrap)
-        args = [address_flag, address, "--group", GROUP, "--topic", TOPIC, "--count", str(count),
+        family = FAMILIES[self.spec.design]
+        address = address or (self.zk.connect if family.address == "zk" else self.bootstrap)
+        args = [f"--{family.address}", address, "--group", GROUP, "--topic", TOPIC, "--count", str(count),
                 "--trial-dir", str(self.dir), "--trial", self.spec.trial_id, "--name", name]
-        overrides = {**OFFSET_RESET[self.spec.design], **dict(o.split("=", 1) for o in self.spec.overrides),
+        overrides = {**family.from_beginning, **dict(o.split("=", 1) for o in self.spec.overrides),
                      **(extra or {})}
         for key, value in overrides.items():
             args += ["--config", f"{key}={value}"]
-        process = LabProcess(f"consumers-{name}", module, args, self.dir / "proc" / f"consumers-{name}.log",
+        process = LabProcess(f"consumers-{name}", family.host_module, args, self.dir / "proc" / f"consumers-{name}.log",
                              on_line=self.watch.update, ready_timeout_s=host_ready_timeout_s(count))
         self.stack.callback(process.stop)
         return process
@@ -334,7 +331,7 @@ class _Scenario:
     def _start_member(self, name: str) -> None:
         """One consumer in its own process; ZooKeeper-era ones pinned to a server (the victim: through its link)."""
         address, extra = None, {}
-        if self.spec.design == "legacy":
+        if FAMILIES[self.spec.design].address == "zk":
             if name == VICTIM and self.victim_link is not None:
                 address = self.victim_link.connect
             elif self.spec.layout == "spread":
@@ -422,6 +419,8 @@ class _Scenario:
         if problem is None:
             self.trace.record("converged", index=index, members=members)
         elif self.spec.converge_required or index == 0:
+            if self.watch.gave_up(members):  # no need to wait out the limit: it cannot converge now
+                raise TrialFailed(f"{what} cannot converge: {problem}")
             raise TrialFailed(f"{what} did not converge within {self.spec.converge_limit_s:.0f} s: {problem}")
         else:
             self.trace.record("not_converged", index=index, members=members, problem=problem)

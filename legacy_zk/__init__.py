@@ -5,3 +5,8 @@ Every consumer registers under `/consumers/<group>/ids`, watches that node and
 the others read. Start with `consumer.py`; the README lists the modules in the
 order one rebalance goes through them.
 """
+
+from lab_cluster.family import Family
+
+FAMILY = Family("legacy", "ZooKeeper era (legacy_zk)", "tab:red", host_module="legacy_zk.host", address="zk",
+                settled_state="consuming", victim_link="zk", from_beginning={"auto.offset.reset": "smallest"})

@@ -9,3 +9,9 @@ computes the assignment: DESIGN.md §3.
 - `assignors/`: range, round-robin, sticky;
 - `host.py`: N consumers in a process, or one process per consumer.
 """
+
+from lab_cluster.family import Family
+
+FAMILY = Family("modern", "coordinator era (modern_coord)", "tab:blue", host_module="modern_coord.host",
+                address="bootstrap", settled_state="stable", victim_link="coordinator",
+                from_beginning={"auto.offset.reset": "earliest"})
