@@ -1,21 +1,23 @@
 """What the trial runner knows about a group while it runs: the consumer hosts' state lines.
 
 Every consumer host prints one JSON line per state change of one of its
-consumers (`{"actor": "c3", "state": "consuming", "partitions": [0, 5]}`,
-plus `generation` for the coordinator era). `GroupWatch.update` takes those
+consumers (`{"actor": "c3", "state": "consuming", "gave_up": false,
+"partitions": [0, 5]}`, plus `generation` for the coordinator era; `gave_up`:
+the consumer stopped trying, a ZooKeeper-era one after
+`rebalance.max.retries`, a coordinator-era one on a fatal error). `GroupWatch.update` takes those
 lines as they arrive; `wait_converged(members, since_ns, limit_s)` waits until
 the group has converged on `members`:
 
 - every member's latest line came after `since_ns` (it went through a
   rebalance after the change: in both designs' eager protocols every member
   rebalances on every membership change);
-- every member is `consuming` (ZooKeeper era) or `stable` (coordinator era),
-  all in one generation (coordinator era);
+- every member is in its family's settled state (`Family.settled_state`:
+  `consuming`, `stable`), all in one generation (coordinator era);
 - their partitions are disjoint and cover all P;
 - and that has held for `quiet_s`.
 
-It returns None, or why not (a member that gave up, or what was still missing
-at the limit). The runner only uses this to know when to take the next step;
+It returns None, or why not: at once when a member gave up (waiting longer
+cannot help), else what was still missing at the limit. The runner only uses this to know when to take the next step;
 the reported convergence time is computed from the traces by the analysis.
 """
 
@@ -25,13 +27,13 @@ import json
 import threading
 import time
 
-STABLE = {"legacy": "consuming", "modern": "stable"}
-GAVE_UP = "failed"
+from .families import FAMILIES
 
 
 class GroupWatch:
     def __init__(self, design: str, partitions: int, quiet_s: float = 0.5):
         self.design = design
+        self.settled = FAMILIES[design].settled_state
         self.partitions = partitions
         self.quiet_s = quiet_s
         self._latest: dict[str, tuple[int, dict]] = {}  # actor -> (received ns, line)
@@ -60,10 +62,11 @@ class GroupWatch:
         if missing:
             return f"no rebalance seen yet from {', '.join(missing)}"
         states = {m: v[1] for m, v in latest.items()}
-        gave_up = [m for m, s in states.items() if s.get("state") == GAVE_UP]
+        gave_up = self.gave_up(members)
         if gave_up:
-            return f"{', '.join(gave_up)} gave up rebalancing (state {GAVE_UP})"
-        unsettled = [f"{m} is {s.get('state')}" for m, s in states.items() if s.get("state") != STABLE[self.design]]
+            said = "; ".join(f"{m} is {states[m].get('state')}" for m in gave_up)
+            return f"{', '.join(gave_up)} gave up rebalancing ({said})"
+        unsettled = [f"{m} is {s.get('state')}" for m, s in states.items() if s.get("state") != self.settled]
         if unsettled:
             return "; ".join(unsettled)
         generations = {s.get("generation") for s in states.values()}
@@ -75,6 +78,11 @@ class GroupWatch:
         if set(owned) != set(range(self.partitions)):
             return f"partitions {sorted(set(range(self.partitions)) - set(owned))} are not assigned"
         return None
+
+    def gave_up(self, members: list[str]) -> list[str]:
+        """The members whose latest line says they stopped trying."""
+        with self._changed:
+            return [m for m in members if m in self._latest and self._latest[m][1].get("gave_up")]
 
     def wait_converged(self, members: list[str], since_ns: int, limit_s: float) -> str | None:
         deadline = time.monotonic() + limit_s
@@ -88,7 +96,7 @@ class GroupWatch:
                     return None
             else:
                 held_since = None
-                if GAVE_UP in problem or now > deadline:
+                if self.gave_up(members) or now > deadline:
                     return problem
             with self._changed:
                 self._changed.wait(0.05)

@@ -22,7 +22,7 @@ from lab_cluster.processes import emit_line
 from lab_cluster.properties import parse_overrides
 
 from .config import ConsumerConfig
-from .consumer import LegacyConsumer
+from .consumer import ConsumerState, LegacyConsumer
 
 
 def host_consumers(zk_connect: str, group: str, topics: list[str], count: int, trial_dir: str | Path, *,
@@ -41,6 +41,7 @@ def main() -> None:
 
     def report(actor: str, consumer: LegacyConsumer) -> None:
         emit_line(json.dumps({"actor": actor, "state": consumer.state.value,
+                          "gave_up": consumer.state is ConsumerState.FAILED,  # rebalance.max.retries spent
                           "partitions": sorted(p for _, p in consumer.assignment())}))
 
     host = host_consumers(args.zk, args.group, args.topic, args.count, args.trial_dir, name=args.name,

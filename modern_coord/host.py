@@ -44,6 +44,7 @@ def main() -> None:
 
     def report(actor: str, consumer: ModernConsumer) -> None:
         emit_line(json.dumps({"actor": actor, "state": consumer.state.value,
+                          "gave_up": consumer.error is not None,  # a fatal error stopped it (ConsumerFailed)
                           "generation": consumer.generation.generation_id,
                           "partitions": sorted(p for _, p in consumer.assignment())}))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import run_experiment
+from conftest import run_experiment, vocabulary_problems
 
 from experiments import herd
 from experiments.cli import main
@@ -132,6 +132,14 @@ def test_a_group_that_never_converges_fails_its_trial_with_the_reason(spark, tmp
     results = run_grid(spark, [spec], str(tmp_path))
     assert results.status.tolist() == ["failed"]
     reason = results.reason.iloc[0]
-    assert "the initial group did not converge within 15 s" in reason
+    # JoinGroup's INVALID_SESSION_TIMEOUT is fatal in the Java client (ConsumerFailed here): the member says it
+    # gave up, and the runner fails the trial at once instead of waiting out its limit
+    assert "the initial group cannot converge: " in reason and "gave up rebalancing" in reason, reason
     summary = analyse(spark, str(tmp_path), [spec], results)
     assert summary.status.tolist() == ["failed"] and summary.notifications_per_change.isna().all()
+
+
+def test_every_event_the_trials_wrote_is_in_the_vocabulary_with_its_fields(herd_run):
+    run_dir = herd_run[0]
+    assert any(run_dir.glob("trials/*/traces/*.jsonl"))
+    assert vocabulary_problems(run_dir) == {}
