@@ -72,7 +72,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
-from .trial import MEMBERSHIP_CHANGES
+from .steps import MEMBERSHIP_CHANGES
 
 CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
 WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",

@@ -28,7 +28,7 @@ from .catalogue import EXPERIMENTS
 from .experiment import StoredRun
 from .finding import Finding, by_id
 from .report_parts import table
-from .trial import MEMBERSHIP_CHANGES
+from .steps import MEMBERSHIP_CHANGES
 
 SOURCES = ("summary.csv", "environment.json", "configs.json", "grid.json")
 #: written by runs with fault experiments: the timelines' data

@@ -24,21 +24,10 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
 3. runs each step: records `zk_server_counters` (the servers' `mntr`, summed),
    records the `change`, does it, waits until the group has converged on its
    new membership or the limit has passed, waits `settle_s`, and records the
-   server counters again. The steps:
-
-   | step     | what                                                             | members after |
-   |----------|------------------------------------------------------------------|---------------|
-   | `join`   | a new consumer `j<k>` starts in its own process                   | + j<k>        |
-   | `leave`  | the newest joiner stops gracefully                                | - it          |
-   | `churn`  | `j<k>` joins, `j<k+1>` joins, `j<k>` leaves, `churn_gap_s` apart  | + j<k+1>      |
-   | `pause`  | SIGSTOP the victim `c1` (a GC pause past its session timeout)     | - c1          |
-   | `resume` | SIGCONT it: it wakes up believing it still owns its partitions    | + c1          |
-   | `cut`    | blackhole the victim's link to ZooKeeper (legacy) or to its       | - c1          |
-   |          | coordinator (modern); its links to the brokers stay up            |               |
-   | `heal`   | let that link pass again                                          | + c1          |
-
-   `pause`, `cut` and the hold after them last `hold_s` beyond convergence,
-   so that the survivors process (and commit) what the victim had;
+   server counters again. The steps (`join`, `leave`, `churn`, `pause`,
+   `resume`, `cut`, `heal`) and the membership each leads to are registered
+   in `steps.py`; after `pause` and `cut` the scenario holds `hold_s` beyond
+   convergence, so that the survivors process (and commit) what the victim had;
 4. records `end` and stops everything (consumers first, then the producer,
    brokers, fault proxies and ZooKeeper), on success, failure and Ctrl-C alike.
 
@@ -85,6 +74,7 @@ from lab_cluster.zk import BackendRequest, provision
 
 from .families import FAMILIES
 from .group_watch import GroupWatch
+from .steps import FAULT_STEPS, STEPS, VICTIM, StepImpossible
 
 TOPIC = "t"
 GROUP = "lab-group"
@@ -95,11 +85,7 @@ COORDINATOR_PLUGIN = "modern_coord.coordinator.service:install"
 SERVER_COUNTERS = ("zk_packets_received", "zk_packets_sent", "zk_watch_count", "zk_num_alive_connections",
                    "zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                    "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
-STEP_ACTIONS = ("join", "leave", "churn", "pause", "resume", "cut", "heal")
-#: the steps that change membership alone, without a fault on anyone's session or link
-MEMBERSHIP_CHANGES = ("join", "leave", "churn")
 LAYOUTS = ("shared", "spread")
-VICTIM = "c1"
 
 
 def host_ready_timeout_s(count: int) -> float:
@@ -144,12 +130,12 @@ class TrialSpec:
         if self.consumers < 1 or self.partitions < 1:
             raise LabError(f"A trial needs at least one consumer and one partition, not N={self.consumers}, "
                            f"P={self.partitions}.", "Use positive numbers.")
-        unknown = [s for s in self.steps if s not in STEP_ACTIONS]
+        unknown = [s for s in self.steps if s not in STEPS]
         if unknown:
-            raise LabError(f"Unknown scenario step(s): {', '.join(unknown)}.", f"Use: {', '.join(STEP_ACTIONS)}.")
+            raise LabError(f"Unknown scenario step(s): {', '.join(unknown)}.", f"Use: {', '.join(STEPS)}.")
         if self.layout not in LAYOUTS:
             raise LabError(f"Unknown layout {self.layout!r}.", f"Use one of: {', '.join(LAYOUTS)}.")
-        if self.layout == "shared" and {"pause", "resume", "cut", "heal"} & set(self.steps):
+        if self.layout == "shared" and FAULT_STEPS & set(self.steps):
             raise LabError("A fault on the victim c1 needs it in a process of its own.", 'Use layout="spread".')
         if self.follower_delay_ms and self.zk_servers < 3:
             raise LabError("A follower's quorum link needs an ensemble.", "Use zk_servers=3 with follower_delay_ms.")
@@ -373,39 +359,39 @@ class _Scenario:
     def _step(self, index: int, step: str, members: list[str]) -> list[str]:
         spec = self.spec
         self._server_counters(index, "before")
-        after, about, act = self._plan(step, members)
-        since = self.trace.record("change", index=index, change=step, member=about,
-                                  members_before=len(members), members_after=len(after), members=after)
-        act()
-        self._wait_converged(after, since_ns=since, what=f"step {index} ({step})", index=index)
-        if step in ("pause", "cut"):
+        try:
+            plan = STEPS[step].plan(self, members)
+        except StepImpossible as exc:
+            raise TrialFailed(str(exc)) from None
+        since = self.trace.record("change", index=index, change=step, member=plan.about,
+                                  members_before=len(members), members_after=len(plan.after), members=plan.after)
+        plan.act()
+        self._wait_converged(plan.after, since_ns=since, what=f"step {index} ({step})", index=index)
+        if STEPS[step].holds:
             time.sleep(spec.hold_s)
         time.sleep(spec.settle_s)
         self._server_counters(index, "after")
-        return after
+        return plan.after
 
-    def _plan(self, step: str, members: list[str]) -> tuple[list[str], str, Callable[[], object]]:
-        """What a step does: the membership it leads to, the member(s) it is about, and the action."""
-        def joiner(k: int) -> str:
-            return f"j{self.joins + k}"
-        if step == "join":
-            return members + [joiner(1)], joiner(1), self._join
-        if step == "leave":
-            if not self.joined:
-                raise TrialFailed("the scenario's leave has no joined consumer to stop")
-            newest = self.joined[-1]
-            return [m for m in members if m != newest], newest, lambda: self._leave(newest)
-        if step == "churn":
-            return members + [joiner(2)], f"{joiner(1)},{joiner(2)}", self._churn
-        victim = self.members.get(VICTIM)
-        if victim is None:
-            raise TrialFailed(f"the step {step} needs the victim {VICTIM} in a process of its own")
-        faults = {"pause": lambda: self.faults.pause(victim), "resume": lambda: self.faults.resume(victim),
-                  "cut": lambda: self.faults.link(self.victim_link, Mode.BLACKHOLE),
-                  "heal": lambda: self.faults.link(self.victim_link, Mode.PASS)}
-        if step in ("pause", "cut"):  # the group goes on without the victim
-            return [m for m in members if m != VICTIM], VICTIM, faults[step]
-        return members + [VICTIM] if VICTIM not in members else members, VICTIM, faults[step]
+    # -- the Stage a step plans against (`steps.py`) ---------------------------------------------------
+
+    def has_victim(self) -> bool:
+        return VICTIM in self.members
+
+    def join(self) -> str:
+        return self._join()
+
+    def leave(self, name: str) -> None:
+        self._leave(name)
+
+    def churn(self) -> None:
+        self._churn()
+
+    def fault(self, step: str) -> Callable[[], object]:
+        victim = self.members[VICTIM]
+        return {"pause": lambda: self.faults.pause(victim), "resume": lambda: self.faults.resume(victim),
+                "cut": lambda: self.faults.link(self.victim_link, Mode.BLACKHOLE),
+                "heal": lambda: self.faults.link(self.victim_link, Mode.PASS)}[step]
 
     def _churn(self) -> None:
         first = self._join()

@@ -1,0 +1,122 @@
+"""The steps a trial's scenario is made of, each registered once: what it does and the membership after it.
+
+A trial's `TrialSpec.steps` names them in order; the runner (`trial.py:
+_Scenario._step`) plans each against the scenario's state (`Stage`), records
+the `change` (with the membership the plan says follows), acts, and waits until
+the group has converged on that membership.
+
+| step     | what                                                             | members after |
+|----------|------------------------------------------------------------------|---------------|
+| `join`   | a new consumer `j<k>` starts in its own process                   | + j<k>        |
+| `leave`  | the newest joiner stops gracefully                                | - it          |
+| `churn`  | `j<k>` joins, `j<k+1>` joins, `j<k>` leaves, `churn_gap_s` apart  | + j<k+1>      |
+| `pause`  | SIGSTOP the victim `c1` (a GC pause past its session timeout)     | - c1          |
+| `resume` | SIGCONT it: it wakes up believing it still owns its partitions    | + c1          |
+| `cut`    | blackhole the victim's link to ZooKeeper (legacy) or to its       | - c1          |
+|          | coordinator (modern); its links to the brokers stay up            |               |
+| `heal`   | let that link pass again                                          | + c1          |
+
+`membership_change`: the step changes who is in the group and nothing else
+(no session or link is harmed), so the cross-check with the servers judges it
+(`metrics.cross_check`). `holds`: after the group converged without the victim,
+the scenario waits `hold_s` more, so the survivors process (and commit) what
+the victim had. A new step is one entry in `STEPS` (`tests/test_steps.py` plans
+them against a recording stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+#: the consumer the fault steps are about (started in its own process: `layout="spread"`)
+VICTIM = "c1"
+
+
+class StepImpossible(Exception):
+    """The step cannot be taken in this scenario (the reason is the message)."""
+
+
+class Stage(Protocol):
+    """What a step's plan may read of the scenario, and the actions it may hand back."""
+
+    joins: int  # joiners started so far: the next is j<joins + 1>
+    joined: list[str]  # joiners still running, oldest first
+
+    def has_victim(self) -> bool: ...
+    def join(self) -> str: ...
+    def leave(self, name: str) -> None: ...
+    def churn(self) -> None: ...
+    def fault(self, step: str) -> Callable[[], object]: ...  # pause, resume, cut or heal the victim
+
+
+@dataclass(frozen=True)
+class Plan:
+    after: list[str]  # the membership once the step is done
+    about: str  # the member(s) it is about, as the `change` event records them
+    act: Callable[[], object]
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    what: str
+    plan: Callable[[Stage, list[str]], Plan]
+    membership_change: bool = False
+    holds: bool = False
+
+
+def _joiner(stage: Stage, k: int) -> str:
+    return f"j{stage.joins + k}"
+
+
+def _join(stage: Stage, members: list[str]) -> Plan:
+    return Plan(members + [_joiner(stage, 1)], _joiner(stage, 1), stage.join)
+
+
+def _leave(stage: Stage, members: list[str]) -> Plan:
+    if not stage.joined:
+        raise StepImpossible("the scenario's leave has no joined consumer to stop")
+    newest = stage.joined[-1]
+    return Plan([m for m in members if m != newest], newest, lambda: stage.leave(newest))
+
+
+def _churn(stage: Stage, members: list[str]) -> Plan:
+    return Plan(members + [_joiner(stage, 2)], f"{_joiner(stage, 1)},{_joiner(stage, 2)}", stage.churn)
+
+
+def _victim_away(step: str) -> Callable[[Stage, list[str]], Plan]:
+    def plan(stage: Stage, members: list[str]) -> Plan:
+        _need_victim(stage, step)
+        return Plan([m for m in members if m != VICTIM], VICTIM, stage.fault(step))
+    return plan
+
+
+def _victim_back(step: str) -> Callable[[Stage, list[str]], Plan]:
+    def plan(stage: Stage, members: list[str]) -> Plan:
+        _need_victim(stage, step)
+        return Plan(members if VICTIM in members else members + [VICTIM], VICTIM, stage.fault(step))
+    return plan
+
+
+def _need_victim(stage: Stage, step: str) -> None:
+    if not stage.has_victim():
+        raise StepImpossible(f"the step {step} needs the victim {VICTIM} in a process of its own")
+
+
+STEPS: dict[str, Step] = {s.name: s for s in (
+    Step("join", "a new consumer starts in its own process", _join, membership_change=True),
+    Step("leave", "the newest joiner stops gracefully", _leave, membership_change=True),
+    Step("churn", "one joins, another joins, the first leaves, churn_gap_s apart", _churn, membership_change=True),
+    Step("pause", "SIGSTOP the victim past its session timeout", _victim_away("pause"), holds=True),
+    Step("resume", "SIGCONT the victim", _victim_back("resume")),
+    Step("cut", "blackhole the victim's link to ZooKeeper or to its coordinator", _victim_away("cut"), holds=True),
+    Step("heal", "let the victim's link pass again", _victim_back("heal")),
+)}
+
+#: the steps that change membership alone, without a fault on anyone's session or link
+MEMBERSHIP_CHANGES: tuple[str, ...] = tuple(name for name, step in STEPS.items() if step.membership_change)
+#: the steps that need the victim in a process of its own
+FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if not step.membership_change)
+

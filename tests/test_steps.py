@@ -1,0 +1,84 @@
+"""The step planner without a cluster: each step's membership after, what it is about, and what it does, planned
+against a recording stage."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.steps import FAULT_STEPS, MEMBERSHIP_CHANGES, STEPS, VICTIM, StepImpossible
+from experiments.trial import TrialSpec
+from lab_cluster.errors import LabError
+
+
+class Stage:
+    def __init__(self, victim: bool = True):
+        self.joins, self.joined, self.victim, self.done = 0, [], victim, []
+
+    def has_victim(self) -> bool:
+        return self.victim
+
+    def join(self) -> str:
+        self.joins += 1
+        self.joined.append(f"j{self.joins}")
+        self.done.append(f"join j{self.joins}")
+        return f"j{self.joins}"
+
+    def leave(self, name: str) -> None:
+        self.joined.remove(name)
+        self.done.append(f"leave {name}")
+
+    def churn(self) -> None:
+        first = self.join()
+        self.join()
+        self.leave(first)
+
+    def fault(self, step: str):
+        return lambda: self.done.append(f"{step} {VICTIM}")
+
+
+def run(stage: Stage, steps: list[str], members: list[str]) -> list[tuple[list[str], str]]:
+    """Plan and act each step in turn, as the runner does: (membership after, about) per step."""
+    seen = []
+    for step in steps:
+        plan = STEPS[step].plan(stage, members)
+        plan.act()
+        members = plan.after
+        seen.append((plan.after, plan.about))
+    return seen
+
+
+def test_join_then_leave_adds_the_next_joiner_and_removes_the_newest():
+    stage = Stage()
+    assert run(stage, ["join", "join", "leave"], ["c1", "c2"]) == [
+        (["c1", "c2", "j1"], "j1"), (["c1", "c2", "j1", "j2"], "j2"), (["c1", "c2", "j1"], "j2")]
+    assert stage.done == ["join j1", "join j2", "leave j2"]
+
+
+def test_churn_ends_with_the_second_joiner_only():
+    stage = Stage()
+    assert run(stage, ["churn"], ["c1"]) == [(["c1", "j2"], "j1,j2")]
+    assert stage.done == ["join j1", "join j2", "leave j1"] and stage.joined == ["j2"]
+
+
+def test_the_victim_leaves_the_membership_while_paused_or_cut_and_comes_back():
+    stage = Stage()
+    assert run(stage, ["pause", "resume", "cut", "heal"], ["c1", "c2"]) == [
+        (["c2"], "c1"), (["c2", "c1"], "c1"), (["c2"], "c1"), (["c2", "c1"], "c1")]
+    assert stage.done == ["pause c1", "resume c1", "cut c1", "heal c1"]
+    assert {s for s in STEPS if STEPS[s].holds} == {"pause", "cut"}  # the victim stays away hold_s more
+
+
+def test_a_step_that_cannot_be_taken_says_why():
+    with pytest.raises(StepImpossible, match="leave has no joined consumer"):
+        STEPS["leave"].plan(Stage(), ["c1"])
+    with pytest.raises(StepImpossible, match="needs the victim c1 in a process of its own"):
+        STEPS["cut"].plan(Stage(victim=False), ["c1"])
+
+
+def test_the_registry_is_what_specs_and_the_cross_check_read():
+    assert MEMBERSHIP_CHANGES == ("join", "leave", "churn")
+    assert FAULT_STEPS == {"pause", "resume", "cut", "heal"}
+    with pytest.raises(LabError, match="Unknown scenario step"):
+        TrialSpec("herd", "legacy", 2, 4, steps=("join", "crash"))
+    with pytest.raises(LabError, match="needs it in a process of its own"):
+        TrialSpec("zombie", "legacy", 2, 4, steps=("pause",))
