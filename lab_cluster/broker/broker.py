@@ -24,8 +24,10 @@ called with the broker before it starts serving and may add APIs with
 `broker.server.add_api(...)` (the coordinator era's group coordinator does),
 read `broker.config` (the broker's `--config KEY=VALUE` settings), follow
 partition leadership with `broker.on_leadership(callback)`, and append to or
-read the partitions this broker leads with `broker.leader_log(topic, p)`.
-The cluster package never imports a consumer family; the family names itself.
+read the partitions this broker leads with `broker.leader_log(topic, p)`. What
+the function returns is kept; if it has a `stop()`, the broker calls it first
+when it stops. The cluster package never imports a consumer family; the family
+names itself.
 """
 
 from __future__ import annotations
@@ -70,9 +72,10 @@ class Broker:
         self.server.add_api("Fetch", (1,), self._fetch)
         self.server.add_api("ListOffsets", (1,), self._list_offsets)
         self.server.add_api("Metadata", (1,), self._metadata)
+        self.plugins = []  # what each plug-in function returned: stopped first in stop()
         for spec in plugins:
             module, _, func = spec.partition(":")
-            getattr(importlib.import_module(module), func)(self)
+            self.plugins.append(getattr(importlib.import_module(module), func)(self))
 
     def record(self, kind: str, **fields) -> None:
         if self.trace is not None:
@@ -94,7 +97,10 @@ class Broker:
         return self
 
     def stop(self) -> None:
-        """Leave gracefully: close the session (the registration goes at once), stop serving."""
+        """Leave gracefully: stop the plug-ins, close the session (the registration goes at once), stop serving."""
+        for plugin in self.plugins:
+            if hasattr(plugin, "stop"):
+                plugin.stop()
         if self.zk is not None:
             self.zk.stop()
             self.zk.close()

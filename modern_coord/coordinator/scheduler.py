@@ -52,13 +52,6 @@ class Scheduler:
     def cancel(self, key: Hashable) -> None:
         self._timers.pop(key, None)
 
-    def deadline(self, key: Hashable) -> int | None:
-        entry = self._timers.get(key)
-        return entry[0] if entry else None
-
-    def next_deadline(self) -> int | None:
-        return min((d for d, _ in self._timers.values()), default=None)
-
     def run_due(self) -> int:
         """Fire every timer whose deadline has passed, earliest first; returns how many fired."""
         fired = 0

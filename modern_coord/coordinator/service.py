@@ -185,6 +185,4 @@ class CoordinatorService:
 
 def install(broker) -> CoordinatorService:
     """The broker plug-in entry point (`--plugin modern_coord.coordinator.service:install`)."""
-    service = CoordinatorService(broker)
-    broker.coordinator_service = service
-    return service
+    return CoordinatorService(broker)  # the broker stops it (its timer thread) when it stops
