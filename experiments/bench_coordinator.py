@@ -35,6 +35,7 @@ from lab_cluster.broker.admin import BrokerProcess
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
 from lab_cluster.wire import WireClient
 from lab_cluster.zk import provision
+from modern_coord.lookup import wait_for_coordinator
 
 from .bench_zk import machine
 
@@ -52,21 +53,6 @@ def add_parser(sub) -> None:
     p.add_argument("--backend", help="ZooKeeper backend (default: LAB_ZK_BACKEND or auto)")
     p.add_argument("--out", default="benchmarks/coordinator.json")
     p.set_defaults(run=run)
-
-
-def _coordinator(port: int, group: str) -> tuple[str, int]:
-    probe = WireClient("127.0.0.1", port, client_id="bench")
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            answer = probe.request("FindCoordinator", group_id=group)
-            if answer["error_code"] == 0:
-                return answer["host"], answer["port"]
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no coordinator for {group}: {answer}")
-            time.sleep(0.05)
-    finally:
-        probe.close()
 
 
 def form_group(address: tuple[str, int], group: str, size: int) -> tuple[float, list[tuple[str, int]]]:
@@ -194,7 +180,8 @@ def run(args) -> int:
             broker = BrokerProcess(1, zk.connect, trial_dir, plugins=(PLUGIN,), config={
                 "offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0"})
             try:
-                address = _coordinator(broker.port, "bench-warmup")
+                address = wait_for_coordinator([("127.0.0.1", broker.port)], "bench-warmup", "bench",
+                                               retry_s=0.05)[1:]
                 for r in range(args.repeats):
                     for n in sizes:
                         seconds, members = form_group(address, f"join-{n}-{r}", n)

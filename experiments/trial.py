@@ -69,8 +69,8 @@ from lab_cluster.faultproxy import Mode
 from lab_cluster.faults import Faults, Link, zk_link
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
-from lab_cluster.wire import WireClient
 from lab_cluster.zk import BackendRequest, provision
+from modern_coord.lookup import wait_for_coordinator
 
 from .families import FAMILIES
 from .group_watch import GroupWatch
@@ -285,19 +285,12 @@ class _Scenario:
         return link
 
     def _find_coordinator(self) -> tuple[str, int]:
-        host, port = self.bootstrap.split(",")[0].split(":")
-        deadline = time.monotonic() + 60
-        client = WireClient(host, int(port), client_id="scenario", timeout_s=10)
+        brokers = [(h, int(p)) for h, p in (b.split(":") for b in self.bootstrap.split(","))]
         try:
-            while True:
-                answer = client.request("FindCoordinator", group_id=GROUP)
-                if answer.get("error_code", 0) == 0:
-                    return answer["host"], int(answer["port"])
-                if time.monotonic() > deadline:
-                    raise TrialFailed(f"no coordinator for {GROUP} within 60 s: {answer}")
-                time.sleep(0.2)
-        finally:
-            client.close()
+            _, host, port = wait_for_coordinator(brokers, GROUP, client_id="scenario")
+        except TimeoutError as exc:
+            raise TrialFailed(str(exc)) from None
+        return host, port
 
     def _consumers(self, name: str, count: int, address: str | None = None,
                    extra: dict[str, str] | None = None) -> LabProcess:

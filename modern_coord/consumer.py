@@ -62,6 +62,7 @@ from .assignors import ASSIGNORS, Subscription
 from .config import ConsumerConfig
 from .fetcher import Fetcher
 from .heartbeat import Heartbeat
+from .lookup import find_coordinator
 from .member import NO_GENERATION, Generation, MemberState, RebalanceListener, TopicPartition
 
 E = ErrorCode
@@ -197,13 +198,10 @@ class ModernConsumer:
                 return True
         candidates = list(self.fetcher.brokers.values()) + self.config.bootstrap
         for host, port in candidates:
-            probe = WireClient(host, port, client_id=self.config.client_id, timeout_s=5)
             try:
-                answer = probe.request("FindCoordinator", group_id=self.config.group_id)
+                answer = find_coordinator(host, port, self.config.group_id, self.config.client_id)
             except ConnectionError:
                 continue
-            finally:
-                probe.close()
             error = ErrorCode(answer.get("error_code", 0))
             self.trace.record("find_coordinator", error=error.name, node=answer.get("node_id"))
             if error is E.NONE:

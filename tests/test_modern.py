@@ -12,6 +12,7 @@ from lab_cluster.wire import ErrorCode, WireClient
 from modern_coord.config import ConsumerConfig
 from modern_coord.consumer import ModernConsumer
 from modern_coord.coordinator.service import OFFSETS_TOPIC
+from modern_coord.lookup import find_coordinator
 from modern_coord.member import MemberState, RebalanceListener
 
 GROUP = "g"
@@ -93,13 +94,10 @@ def coordinator_of(cluster):
     for broker in cluster.brokers.values():
         if not broker.alive():
             continue
-        client = WireClient("127.0.0.1", broker.port, client_id="test")
         try:
-            answer = client.request("FindCoordinator", group_id=GROUP)
+            answer = find_coordinator("127.0.0.1", broker.port, GROUP, client_id="test")
         except ConnectionError:
             continue
-        finally:
-            client.close()
         if answer["error_code"] == 0:
             return answer["node_id"], answer["host"], answer["port"]
     return None
