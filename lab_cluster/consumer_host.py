@@ -18,8 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import LabError
-from .processes import add_owner_argument, serve_until_terminated
+from .family import GroupMember
+from .processes import add_owner_argument, emit_line, serve_until_terminated
 from .trace import TraceRecorder
+
+
+def print_state_line(actor: str, member: GroupMember) -> None:
+    """A host's `on_change` as its own process: one state line per change, for the trial runner to read."""
+    emit_line(member.snapshot().line(actor))
 
 
 def actor_names(name: str, count: int) -> list[str]:

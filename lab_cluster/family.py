@@ -7,11 +7,18 @@ reads read-from-the-start config from `from_beginning`, knows a member has
 settled when it reports `settled_state`, and cuts a victim's `victim_link`;
 the report draws it in `colour` under `label`. Nothing outside the family
 package and that list names a family.
+
+Its consumers are `GroupMember`s: whatever their protocol, they start, stop,
+and say where they are in one `MemberSnapshot`, which their host prints as
+the state line the trial runner watches (`consumer_host.print_state_line`,
+`experiments/group_watch.py`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -29,3 +36,35 @@ class Family:
     def __post_init__(self):
         if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator"):
             raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk or coordinator")
+
+
+@dataclass(frozen=True)
+class MemberSnapshot:
+    """Where one consumer is: its family's state, whether it stopped trying, its generation (coordinator
+    era) and the partitions it owns."""
+
+    state: str
+    gave_up: bool  # it stopped trying: the runner need not wait for it
+    partitions: list[int]
+    generation: int | None = None  # None where the family has no generations
+
+    def line(self, actor: str) -> str:
+        """The state line a host prints: `{"actor", "state", "gave_up", ["generation",] "partitions"}`.
+
+        >>> MemberSnapshot("consuming", False, [0, 5]).line("c3")
+        '{"actor": "c3", "state": "consuming", "gave_up": false, "partitions": [0, 5]}'
+        >>> MemberSnapshot("stable", False, [1], generation=4).line("c1")
+        '{"actor": "c1", "state": "stable", "gave_up": false, "generation": 4, "partitions": [1]}'
+        """
+        line = {"actor": actor, "state": self.state, "gave_up": self.gave_up}
+        if self.generation is not None:
+            line["generation"] = self.generation
+        return json.dumps({**line, "partitions": self.partitions})
+
+
+class GroupMember(Protocol):
+    """A consumer of any family, as its host and the runner see it."""
+
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+    def snapshot(self) -> MemberSnapshot: ...

@@ -90,6 +90,7 @@ from kazoo.protocol.states import KazooState
 
 from lab_cluster.broker import zk_layout as L
 from lab_cluster.broker.client import find_leader
+from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient, WireError
 
@@ -195,6 +196,11 @@ class LegacyConsumer:
             self.events.stop()
         self._set_state(ConsumerState.STOPPED)
         self.trace.record("consumer_stop", member=self.consumer_id)
+
+    def snapshot(self) -> MemberSnapshot:
+        """Where this consumer is (`lab_cluster.family.GroupMember`): it gives up after rebalance.max.retries."""
+        return MemberSnapshot(self.state.value, gave_up=self.state is ConsumerState.FAILED,
+                              partitions=sorted(p for _, p in self.assignment()))
 
     def assignment(self) -> dict[Key, str]:
         """What this consumer believes it owns (its registry): {(topic, partition): thread id}."""

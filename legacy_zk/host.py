@@ -13,16 +13,14 @@ stops its consumers as 0.8's `shutdown` did (fetchers stopped, commit, session c
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-from lab_cluster.consumer_host import ConsumerHost, host_argument_parser, serve
-from lab_cluster.processes import emit_line
+from lab_cluster.consumer_host import ConsumerHost, host_argument_parser, print_state_line, serve
 from lab_cluster.properties import parse_overrides
 
 from .config import ConsumerConfig
-from .consumer import ConsumerState, LegacyConsumer
+from .consumer import LegacyConsumer
 
 
 def host_consumers(zk_connect: str, group: str, topics: list[str], count: int, trial_dir: str | Path, *,
@@ -38,14 +36,8 @@ def host_consumers(zk_connect: str, group: str, topics: list[str], count: int, t
 def main() -> None:
     args = host_argument_parser("python -m legacy_zk.host", "--zk", "ZooKeeper connect string",
                                 "Kafka 0.8 consumer config").parse_args()
-
-    def report(actor: str, consumer: LegacyConsumer) -> None:
-        emit_line(json.dumps({"actor": actor, "state": consumer.state.value,
-                          "gave_up": consumer.state is ConsumerState.FAILED,  # rebalance.max.retries spent
-                          "partitions": sorted(p for _, p in consumer.assignment())}))
-
     host = host_consumers(args.zk, args.group, args.topic, args.count, args.trial_dir, name=args.name,
-                          trial=args.trial, overrides=parse_overrides(args.config), on_change=report).start()
+                          trial=args.trial, overrides=parse_overrides(args.config), on_change=print_state_line).start()
     serve(host, {"consumers": [c.consumer_id for c in host.consumers]})
 
 

@@ -55,6 +55,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
 
@@ -130,6 +131,12 @@ class ModernConsumer:
         self._poll_thread.start()
         self._hb_thread.start()
         return self
+
+    def snapshot(self) -> MemberSnapshot:
+        """Where this member is (`lab_cluster.family.GroupMember`): it gives up on a fatal error."""
+        return MemberSnapshot(self.state.value, gave_up=self.error is not None,
+                              partitions=sorted(p for _, p in self.assignment()),
+                              generation=self.generation.generation_id)
 
     def assignment(self) -> list[TopicPartition]:
         with self._lock:

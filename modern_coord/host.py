@@ -14,12 +14,10 @@ its consumers gracefully (commit, revoke, LeaveGroup).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-from lab_cluster.consumer_host import ConsumerHost, host_argument_parser, serve
-from lab_cluster.processes import emit_line
+from lab_cluster.consumer_host import ConsumerHost, host_argument_parser, print_state_line, serve
 from lab_cluster.properties import parse_overrides
 
 from .config import ConsumerConfig
@@ -41,15 +39,8 @@ def host_consumers(bootstrap: str, group: str, topics: list[str], count: int, tr
 def main() -> None:
     args = host_argument_parser("python -m modern_coord.host", "--bootstrap", "host:port[,host:port...] of brokers",
                                 "Java consumer config names").parse_args()
-
-    def report(actor: str, consumer: ModernConsumer) -> None:
-        emit_line(json.dumps({"actor": actor, "state": consumer.state.value,
-                          "gave_up": consumer.error is not None,  # a fatal error stopped it (ConsumerFailed)
-                          "generation": consumer.generation.generation_id,
-                          "partitions": sorted(p for _, p in consumer.assignment())}))
-
     host = host_consumers(args.bootstrap, args.group, args.topic, args.count, args.trial_dir, name=args.name,
-                          trial=args.trial, overrides=parse_overrides(args.config), on_change=report).start()
+                          trial=args.trial, overrides=parse_overrides(args.config), on_change=print_state_line).start()
     serve(host, {"consumers": [c.name for c in host.consumers]})
 
 
