@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,17 +45,11 @@ from .catalogue import EXPERIMENTS
 from .slots import machine_slot
 from .trial import TrialSpec, run_trial
 
-GRID_SCHEMA = StructType([
-    StructField("experiment", StringType()), StructField("design", StringType()),
-    StructField("consumers", LongType()), StructField("partitions", LongType()),
-    StructField("rate", DoubleType()), StructField("seed", LongType()), StructField("repetition", LongType()),
-    StructField("overrides", StringType()), StructField("steps", StringType()),
-    StructField("converge_limit_s", DoubleType()), StructField("settle_s", DoubleType()),
-    StructField("brokers", LongType()), StructField("variant", StringType()), StructField("zk_servers", LongType()),
-    StructField("layout", StringType()), StructField("follower_delay_ms", LongType()),
-    StructField("churn_gap_s", DoubleType()), StructField("hold_s", DoubleType()),
-    StructField("converge_required", BooleanType()), StructField("trial", StringType()),
-])
+#: a spec's fields as Spark types; its tuples travel as JSON strings (`TrialSpec.as_row`)
+_SPARK_TYPES = {"str": StringType(), "int": LongType(), "float": DoubleType(), "bool": BooleanType()}
+#: the grid's schema, derived from `TrialSpec` (one row per trial, in `as_row`'s order, then its id)
+GRID_SCHEMA = StructType([StructField(f.name, _SPARK_TYPES.get(f.type, StringType())) for f in fields(TrialSpec)]
+                         + [StructField("trial", StringType())])
 RESULT_SCHEMA = StructType([
     StructField("trial", StringType()), StructField("status", StringType()), StructField("reason", StringType()),
     StructField("trial_dir", StringType()), StructField("wall_s", DoubleType()),

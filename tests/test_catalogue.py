@@ -31,3 +31,11 @@ def test_an_experiment_brings_its_trials_marker_and_report_section(name):
 def test_designs_are_those_the_experiments_run_in_a_stable_order():
     assert DESIGNS == ("legacy", "modern")
     assert set(DESIGNS) == {d for e in EXPERIMENTS.values() for d in e.designs}
+
+
+def test_the_grid_schema_is_the_spec_itself():
+    from experiments.harness import GRID_SCHEMA
+
+    for experiment in EXPERIMENTS.values():
+        for spec in experiment.grid("quick"):
+            assert list(spec.as_row()) == [f.name for f in GRID_SCHEMA.fields]
