@@ -58,14 +58,14 @@ class GroupWatch:
         """Why the group has not converged on `members` (None if it has)."""
         with self._changed:
             latest = {m: self._latest.get(m) for m in members}
+        gave_up = self.gave_up(members)  # first: it decides the outcome whatever the others say
+        if gave_up:
+            said = "; ".join(f"{m} is {latest[m][1].get('state')}" for m in gave_up)
+            return f"{', '.join(gave_up)} gave up rebalancing ({said})"
         missing = [m for m, v in latest.items() if v is None or v[0] < since_ns]
         if missing:
             return f"no rebalance seen yet from {', '.join(missing)}"
         states = {m: v[1] for m, v in latest.items()}
-        gave_up = self.gave_up(members)
-        if gave_up:
-            said = "; ".join(f"{m} is {states[m].get('state')}" for m in gave_up)
-            return f"{', '.join(gave_up)} gave up rebalancing ({said})"
         unsettled = [f"{m} is {s.get('state')}" for m, s in states.items() if s.get("state") != self.settled]
         if unsettled:
             return "; ".join(unsettled)

@@ -73,3 +73,10 @@ def test_a_group_that_never_settles_is_given_up_on_at_the_limit_with_what_was_mi
     since = time.monotonic_ns()
     watch.update(_line("c1", "completing_rebalance", [], generation=1))
     assert watch.wait_converged(["c1"], since, limit_s=0.2) == "c1 is completing_rebalance"
+
+
+def test_a_member_that_gave_up_is_the_reason_even_while_another_has_said_nothing_yet():
+    watch = GroupWatch("modern", partitions=2)
+    since = time.monotonic_ns()
+    watch.update(_line("c1", "unjoined", [], generation=-1, gave_up=True))  # c2 has printed nothing yet
+    assert watch.problem(["c1", "c2"], since) == "c1 gave up rebalancing (c1 is unjoined)"
