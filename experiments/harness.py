@@ -258,8 +258,11 @@ def _write(spark: SparkSession, run_uri: str, summary: pd.DataFrame, per_change:
         store.join(run_uri, "summary_csv"))
 
 
-def environment(spark: SparkSession, summary: pd.DataFrame, profile: str, command: str) -> dict:
-    """What the report's environment section says: recorded once per run, in environment.json."""
+def environment(spark: SparkSession, summary: pd.DataFrame, profile: str, command: str,
+                commit: str | None = None) -> dict:
+    """What the report's environment section says: recorded once per run, in environment.json.
+
+    `commit`: the lab commit read when the run began (default: now)."""
     from .bench_zk import machine
 
     backends = sorted({str(b) for b in summary["zk_backend"].dropna()})
@@ -268,7 +271,7 @@ def environment(spark: SparkSession, summary: pd.DataFrame, profile: str, comman
             "zk_backend": ", ".join(backends) or "unknown", "zk_version": ", ".join(versions) or "unknown",
             "spark_version": spark.version, "spark_master": spark.sparkContext.master,
             "python_version": platform.python_version(), "platform": platform.platform(),
-            "machine": machine(), "cpu_count": os.cpu_count(), "lab_commit": lab_commit(),
+            "machine": machine(), "cpu_count": os.cpu_count(), "lab_commit": commit or lab_commit(),
             "experiment_versions": {name: e.version for name, e in EXPERIMENTS.items()
                                     if (summary["experiment"] == name).any()}}
 

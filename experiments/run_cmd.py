@@ -106,8 +106,9 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
     from lab_cluster.spark import local_session
     from lab_cluster.zk import BackendRequest
 
-    from .harness import analyse, environment, run_grid
+    from .harness import analyse, environment, lab_commit, run_grid
 
+    commit = lab_commit()  # the code the trials run: read before, so a commit made during the run is not taken
     console = _console()
     zk_backend = BackendRequest.from_environment(backend)
     spark = local_session(master)
@@ -132,7 +133,8 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
     summary = analyse(spark, run_uri, specs, results)
     local = store.local_path(run_uri)
     if local is not None:
-        env = environment(spark, summary, profile, "python -m experiments " + shlex.join(sys.argv[1:]))
+        env = environment(spark, summary, profile, "python -m experiments " + shlex.join(sys.argv[1:]),
+                          commit=commit)
         (local / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
     _print_table(console, summary)
     return summary
