@@ -214,10 +214,12 @@ def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_removed(c
     group.settle(2)
     node = coordinator_of(cluster)[0]
 
-    def removed():  # the broker's trace is flushed every moment: wait for it
+    def removed():  # c2's removals; the broker's trace is flushed every moment: wait for it
         return [json.loads(e["fields"])["reason"] for e in _events(cluster.dir, f"broker-{node}")
-                if e["kind"] == "member_removed"]
-    _wait_for(removed, "the coordinator's trace of the removal")
+                if e["kind"] == "member_removed" and e["member"].startswith("c2-")]
+    _wait_for(removed, "the coordinator's trace of c2's removal")
+    # (c1 and c3, blocked in that JoinGroup for the 3 s, may then find their own 3 s poll interval passed
+    # and leave, as Java's heartbeat thread does once the join completes: not what this test is about)
     assert removed() == ["did not rejoin within the rebalance timeout"]
     sleeper.resume()
 
