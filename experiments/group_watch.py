@@ -58,7 +58,8 @@ class GroupWatch:
         """Why the group has not converged on `members` (None if it has)."""
         with self._changed:
             latest = {m: self._latest.get(m) for m in members}
-        gave_up = self.gave_up(members)  # first: it decides the outcome whatever the others say
+        # first: it decides the outcome whatever the others say (from the same copy as the rest)
+        gave_up = [m for m, v in latest.items() if v is not None and v[1].get("gave_up")]
         if gave_up:
             said = "; ".join(f"{m} is {latest[m][1].get('state')}" for m in gave_up)
             return f"{', '.join(gave_up)} gave up rebalancing ({said})"

@@ -85,9 +85,10 @@ def verdict(outcomes: list[Outcome]) -> str:
     """`N of M findings reproduced`, M being those the published report holds."""
     stated = [o for o in outcomes if o.published]
     published = published_summary()
-    if published is not None and missing_columns(published):
+    lacks = missing_columns(published) if published is not None else []
+    if lacks:
         return (f"the published report was rendered by an older lab (its summary has no "
-                f"{', '.join(missing_columns(published))}): its findings cannot be checked with this code")
+                f"{', '.join(lacks)}): its findings cannot be checked with this code")
     if not stated:
         return "there is no published report to compare with"
     return f"{sum(o.reproduced for o in stated)} of {len(stated)} findings of the published report reproduced"

@@ -125,8 +125,7 @@ def _cross_check(summary: pd.DataFrame) -> str:
     if ok.empty:
         return ""
     judged = ok[ok.change.isin(MEMBERSHIP_CHANGES)]
-    unheard = judged.client_unheard.fillna(0) if "client_unheard" in judged else 0  # runs before it was recorded
-    agree = (judged.client_notifications + unheard == judged.server_notifications).sum()
+    agree = (judged.client_notifications + judged.client_unheard.fillna(0) == judged.server_notifications).sum()
     return f"""## Cross-check with the servers
 
 Around every change the runner read every ZooKeeper server's `mntr`; in the

@@ -336,7 +336,7 @@ class _Scenario:
                 totals[k] += int(values.get(k, 0))
         self.trace.record("zk_server_counters", index=index, at=at, counters=totals)
 
-    def _join(self) -> str:
+    def join(self) -> str:
         self.joins += 1
         name = f"j{self.joins}"
         self.trace.record("membership", action="join", member=name)
@@ -344,7 +344,7 @@ class _Scenario:
         self.joined.append(name)
         return name
 
-    def _leave(self, name: str) -> None:
+    def leave(self, name: str) -> None:
         self.trace.record("membership", action="leave", member=name)
         self._stop_member(name)
         self.joined.remove(name)
@@ -371,27 +371,18 @@ class _Scenario:
     def has_victim(self) -> bool:
         return VICTIM in self.members
 
-    def join(self) -> str:
-        return self._join()
-
-    def leave(self, name: str) -> None:
-        self._leave(name)
-
-    def churn(self) -> None:
-        self._churn()
-
     def fault(self, step: str) -> Callable[[], object]:
         victim = self.members[VICTIM]
         return {"pause": lambda: self.faults.pause(victim), "resume": lambda: self.faults.resume(victim),
                 "cut": lambda: self.faults.link(self.victim_link, Mode.BLACKHOLE),
                 "heal": lambda: self.faults.link(self.victim_link, Mode.PASS)}[step]
 
-    def _churn(self) -> None:
-        first = self._join()
+    def churn(self) -> None:
+        first = self.join()
         time.sleep(self.spec.churn_gap_s)
-        self._join()
+        self.join()
         time.sleep(self.spec.churn_gap_s)
-        self._leave(first)
+        self.leave(first)
 
     def _wait_converged(self, members: list[str], since_ns: int, what: str, index: int = 0) -> None:
         problem = self.watch.wait_converged(members, since_ns, self.spec.converge_limit_s)

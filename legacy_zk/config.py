@@ -53,6 +53,8 @@ from dataclasses import asdict, dataclass
 
 from lab_cluster.properties import check_all, field_values
 
+from .partition_assignor import ASSIGNORS
+
 
 @dataclass(frozen=True)
 class ConsumerConfig:
@@ -100,8 +102,8 @@ class ConsumerConfig:
             (self.rebalance_backoff_ms >= 0, "rebalance.backoff.ms must be >= 0"),
             (self.auto_commit_interval_ms > 0, "auto.commit.interval.ms must be > 0"),
             (self.auto_offset_reset in ("smallest", "largest"), "auto.offset.reset must be smallest or largest"),
-            (self.partition_assignment_strategy in ("range", "roundrobin"),
-             "partition.assignment.strategy must be range or roundrobin"),
+            (self.partition_assignment_strategy in ASSIGNORS,
+             f"partition.assignment.strategy must be {' or '.join(ASSIGNORS)}"),
             (self.watch_broker_ids in ("always", "when_empty"), "watch_broker_ids must be always or when_empty"),
             (self.streams >= 1, "streams must be >= 1"),
             (self.fetch_max_records >= 1, "fetch.max.records must be >= 1"),

@@ -273,8 +273,8 @@ class LegacyConsumer:
                 self._set_state(ConsumerState.REBALANCING)
                 self.trace.record("rebalance_begin", member=self.consumer_id, attempt=attempt)
                 try:
-                    brokers = read_brokers(self.zk, self.watches)  # getCluster
-                    done = self._rebalance(brokers)
+                    read_brokers(self.zk, self.watches)  # getCluster: 0.8 hands it to the fetcher, which reads none
+                    done = self._rebalance()
                     outcome = "ok" if done else "conflict"
                 except (KazooException, AssignmentFailed, KeyError, ValueError) as exc:
                     done, outcome = False, f"error:{type(exc).__name__}"  # 0.8: any Throwable fails the attempt
@@ -289,7 +289,7 @@ class LegacyConsumer:
                               attempts=self.config.rebalance_max_retries)
             self._set_state(ConsumerState.FAILED)
 
-    def _rebalance(self, cluster: dict[int, tuple[str, int]]) -> bool:
+    def _rebalance(self) -> bool:
         group = self.config.group_id
         read_own_subscription(self.zk, group, self.consumer_id)  # 0.8: TopicCount.constructTopicCount
         brokers = read_brokers(self.zk, self.watches)             # 0.8: getAllBrokersInCluster

@@ -32,6 +32,7 @@ and round, across topics. With partitions 0-4 of `t` (hash order 0, 1, 2, 3,
 
 from __future__ import annotations
 
+from lab_cluster.assignment import range_split
 from lab_cluster.java_string import java_string_hash
 
 from .rebalance import View
@@ -48,15 +49,11 @@ class RangeAssignor:
         decision = {}
         for topic in sorted(view.partitions):
             threads = view.threads.get(topic, [])
-            partitions = view.partitions[topic]
-            per_thread, extra = divmod(len(partitions), len(threads)) if threads else (0, 0)
+            share = range_split(view.partitions[topic], threads)  # the same split as the coordinator era's range
             for thread_id in my_threads:
                 if thread_id not in threads:
                     raise AssignmentFailed(f"{thread_id} is not among the consumers of {topic} it read: {threads}")
-                position = threads.index(thread_id)
-                start = per_thread * position + min(position, extra)
-                count = per_thread + (1 if position < extra else 0)
-                for partition in partitions[start:start + count]:
+                for partition in share[thread_id]:
                     decision[(topic, partition)] = thread_id
         return dict(sorted(decision.items()))
 

@@ -504,9 +504,9 @@ class ModernConsumer:
         if state.has_not_joined_group() or not generation.is_valid():
             return backoff_s  # Java: disabled until the member has a generation
         if client is None:
-            # Java's heartbeat thread looks the coordinator up itself (the poll loop may be busy), then backs off
-            self._ensure_coordinator()
-            return backoff_s
+            # Java's heartbeat thread looks the coordinator up itself (the poll loop may be busy), then backs off;
+            # a lookup that found none has backed off already
+            return backoff_s if self._ensure_coordinator() else 0
         if self.heartbeat.session_timeout_expired(now):
             # No successful heartbeat for a whole session: the coordinator is gone, or has
             # evicted us. Kafka marks the coordinator unknown and looks it up again.

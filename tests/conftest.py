@@ -144,6 +144,16 @@ def run_experiment(spark, run_dir, specs):
     return run_dir, specs, analyse(spark, str(run_dir), specs, results)
 
 
+def wait_for(predicate, what, timeout_s=60, every_s=0.05):
+    """Poll `predicate` until it is true; an AssertionError naming `what` if it never is within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(every_s)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def vocabulary_problems(run_dir) -> dict[str, int]:
     """{problem: how many events have it} over every trace line of a run's trials (`lab_cluster/events.py`)."""
     from collections import Counter

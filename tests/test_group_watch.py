@@ -7,13 +7,11 @@ import json
 import time
 
 from experiments.group_watch import GroupWatch
+from lab_cluster.family import MemberSnapshot
 
 
 def _line(actor, state, partitions, generation=None, gave_up=False) -> str:
-    line = {"actor": actor, "state": state, "gave_up": gave_up, "partitions": partitions}
-    if generation is not None:
-        line["generation"] = generation
-    return json.dumps(line)
+    return MemberSnapshot(state, gave_up, partitions, generation).line(actor)  # as a host prints it
 
 
 def test_a_zookeeper_era_group_converges_when_every_member_consumes_a_disjoint_cover():

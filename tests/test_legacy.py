@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt, kazoo
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt, kazoo, wait_for
 
 from lab_cluster.faultproxy import Mode
 from lab_cluster.faults import zk_link
@@ -68,15 +68,6 @@ def group(cluster):
     g = Group(cluster)
     yield g
     g.stop_all()
-
-
-def _wait_for(predicate, what, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _owner_znodes(cluster):
@@ -201,7 +192,7 @@ def test_after_a_session_expiry_the_consumer_reregisters_and_the_group_converges
         link.set_mode(Mode.BLACKHOLE)
         assert expired.wait(60)  # the server expired c1's session
         link.set_mode(Mode.PASS)
-        _wait_for(lambda: group.events(0, "session_reestablished"), "c1's new session")
+        wait_for(lambda: group.events(0, "session_reestablished"), "c1's new session")
         shares = group.settle()
         assert set(shares) == {c1.consumer_id, c2.consumer_id}
         assert cluster.zk.exists(znodes.consumer_path(GROUP, c1.consumer_id))  # registered again
@@ -354,14 +345,14 @@ def test_a_link_cut_shorter_than_the_session_starts_no_rebalance_and_every_parti
         # RESET rather than BLACKHOLE: kazoo notices at once and reconnects at once after the heal (a connection
         # attempt stuck in a blackhole would wait out its own timeout, and the session with it)
         link.set_mode(Mode.RESET)
-        _wait_for(lambda: any(_fields(e)["zk_state"] == "SUSPENDED" for e in group.events(0, "zk_session")),
+        wait_for(lambda: any(_fields(e)["zk_state"] == "SUSPENDED" for e in group.events(0, "zk_session")),
                   "c1 to notice the lost connection")
         cut_seen = time.monotonic_ns()
         time.sleep(2.0)
         link.set_mode(Mode.PASS)
-        _wait_for(lambda: group.events(0, "zk_rewatched"), "c1 to reconnect and set its watches again")
+        wait_for(lambda: group.events(0, "zk_rewatched"), "c1 to reconnect and set its watches again")
         healed = time.monotonic_ns()
-        _wait_for(lambda: {e["partition"] for e in group.events(0, "processed") if e["ts_ns"] > healed}
+        wait_for(lambda: {e["partition"] for e in group.events(0, "processed") if e["ts_ns"] > healed}
                   == set(range(PARTITIONS)), "c1 to go on processing every partition")
         assert not group.events(0, "session_expired")
         assert len(group.events(0, "rebalance_begin")) == settled  # no rebalance at all
@@ -386,10 +377,10 @@ def test_a_change_missed_while_disconnected_is_delivered_on_reconnecting(group):
         c1 = group.add("c1", connect=link.connect, **{"zookeeper.session.timeout.ms": 20000})
         group.settle()
         link.set_mode(Mode.RESET)
-        _wait_for(lambda: any(_fields(e)["zk_state"] == "SUSPENDED" for e in group.events(0, "zk_session")),
+        wait_for(lambda: any(_fields(e)["zk_state"] == "SUSPENDED" for e in group.events(0, "zk_session")),
                   "c1 to notice the lost connection")
         c2 = group.add("c2", **{"rebalance.max.retries": 100})  # conflicts with c1 until c1 hears of it
-        _wait_for(lambda: group.events(1, "owner_conflict"), "c2 to find c1's claims")
+        wait_for(lambda: group.events(1, "owner_conflict"), "c2 to find c1's claims")
         link.set_mode(Mode.PASS)
         shares = group.settle()
         assert set(shares) == {c1.consumer_id, c2.consumer_id}
@@ -417,9 +408,9 @@ def test_after_an_expiry_the_rejoiner_deletes_and_commits_nothing_of_what_it_hel
         cluster.zk.exists(znodes.consumer_path(GROUP, group.consumers[0].consumer_id), watch=lambda e: expired.set())
         link.set_mode(Mode.BLACKHOLE)
         assert expired.wait(60)  # the server expired c1's session; c2 takes every partition
-        _wait_for(lambda: len(group.consumers[1].assignment()) == PARTITIONS, "c2 to own every partition")
+        wait_for(lambda: len(group.consumers[1].assignment()) == PARTITIONS, "c2 to own every partition")
         link.set_mode(Mode.PASS)
-        _wait_for(lambda: group.events(0, "session_reestablished"), "c1's new session")
+        wait_for(lambda: group.events(0, "session_reestablished"), "c1's new session")
         group.settle()
         events = group.events(0)
         expired_at = next(e["ts_ns"] for e in events if e["kind"] == "session_expired")
@@ -447,7 +438,7 @@ def test_a_conflict_on_two_partitions_of_a_share_records_two_conflicts_and_undoe
         for p in (0, 2):
             squatter.create(znodes.owner_path(GROUP, "t", p), b"someone-else-0", ephemeral=True, makepath=True)
         c = group.add("c1", **{"rebalance.max.retries": 3})
-        _wait_for(lambda: group.events(0, "rebalance_failed"), "c1 to give up")
+        wait_for(lambda: group.events(0, "rebalance_failed"), "c1 to give up")
         first_end = group.events(0, "rebalance_end")[0]["ts_ns"]
         first = [e["partition"] for e in group.events(0, "owner_conflict") if e["ts_ns"] < first_end]
         assert first == [0, 2]
@@ -486,12 +477,12 @@ def test_registration_waits_for_a_leftover_ids_node_and_never_deletes_it(cluster
     started = threading.Thread(target=consumer.start, daemon=True)
     started.start()
     try:
-        _wait_for(lambda: '"registration_conflict"' in trace.path.read_text(), "the registration to back off")
+        wait_for(lambda: '"registration_conflict"' in trace.path.read_text(), "the registration to back off")
         assert json.loads(cluster.zk.get(path)[0])["timestamp"] == "1"  # still the leftover: not deleted
         leftover.stop()  # the old session ends and its node with it
         leftover.close()
         started.join(30)
-        _wait_for(lambda: consumer.state is ConsumerState.CONSUMING, "the consumer to register and consume")
+        wait_for(lambda: consumer.state is ConsumerState.CONSUMING, "the consumer to register and consume")
         assert json.loads(cluster.zk.get(path)[0])["timestamp"] != "1"
         deletes = [json.loads(line) for line in trace.path.read_text().splitlines()]
         assert not [e for e in deletes if e["kind"] == "zk_write" and _fields(e)["op"] == "delete"]
@@ -532,7 +523,7 @@ def test_without_auto_commit_nothing_is_committed_on_rebalance_or_stop(group):
     _start_producer(group.cluster, rate=50)
     c1 = group.add("c1", **{"auto.commit.enable": False})
     group.settle()
-    _wait_for(lambda: group.events(0, "processed"), "c1 to process")
+    wait_for(lambda: group.events(0, "processed"), "c1 to process")
     group.add("c2")
     group.settle()
     c1.stop()

@@ -4,7 +4,7 @@ import json
 import time
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt, wait_for
 
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
@@ -146,15 +146,6 @@ def _member_events(group, name, kind):
             if e["kind"] == kind]
 
 
-def _wait_for(predicate, what, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_one_to_three_members_reach_one_generation_with_a_complete_disjoint_assignment(cluster, group):
     c1 = group.add("c1")
     first = group.settle(1)
@@ -197,7 +188,7 @@ def test_a_crashed_member_is_evicted_after_its_session_timeout(cluster, group):
 
     def expired():
         return [e for e in _events(cluster.dir, f"broker-{node}") if e["kind"] == "member_expired"]
-    _wait_for(expired, "the coordinator's trace of the eviction")
+    wait_for(expired, "the coordinator's trace of the eviction")
     expired = expired()
     assert len(expired) == 1 and json.loads(expired[0]["fields"])["session_timeout_ms"] == 6000
     assert group.members["c1"].assignment() == ALL
@@ -217,7 +208,7 @@ def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_removed(c
     def removed():  # c2's removals; the broker's trace is flushed every moment: wait for it
         return [json.loads(e["fields"])["reason"] for e in _events(cluster.dir, f"broker-{node}")
                 if e["kind"] == "member_removed" and e["member"].startswith("c2-")]
-    _wait_for(removed, "the coordinator's trace of c2's removal")
+    wait_for(removed, "the coordinator's trace of c2's removal")
     # (c1 and c3, blocked in that JoinGroup for the 3 s, may then find their own 3 s poll interval passed
     # and leave, as Java's heartbeat thread does once the join completes: not what this test is about)
     assert removed() == ["did not rejoin within the rebalance timeout"]
@@ -244,7 +235,7 @@ def test_a_zombie_commit_is_fenced_and_no_committed_offset_moves_backwards(clust
     group.settle(1)  # evicted after its session timeout; c1 owns everything
     time.sleep(1.5)  # c1 commits beyond what the zombie had committed
     zombie.resume()
-    _wait_for(lambda: any(e["f"]["outcome"] == "fenced" for e in _member_events(group, "z", "commit")),
+    wait_for(lambda: any(e["f"]["outcome"] == "fenced" for e in _member_events(group, "z", "commit")),
               "the zombie's commit")
     fenced = [e for e in _member_events(group, "z", "commit") if e["f"]["outcome"] == "fenced"]
     assert {e["error"] for e in fenced} <= {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
@@ -269,7 +260,7 @@ def test_consumers_follow_the_coordinator_when_its_broker_dies_and_resume_from_c
     time.sleep(1.5)
     kill_ns = time.monotonic_ns()  # the traces' clock (CLOCK_MONOTONIC)
     cluster.brokers[node].kill()
-    _wait_for(lambda: (coordinator_of(cluster) or (node,))[0] != node, "a new coordinator")
+    wait_for(lambda: (coordinator_of(cluster) or (node,))[0] != node, "a new coordinator")
     new_node = coordinator_of(cluster)[0]
 
     def found_and_committed(name):
@@ -277,7 +268,7 @@ def test_consumers_follow_the_coordinator_when_its_broker_dies_and_resume_from_c
                     for e in _member_events(group, name, "find_coordinator"))
         return found and any(e["f"]["outcome"] == "accepted" and e["ts_ns"] > kill_ns
                              for e in _member_events(group, name, "commit"))
-    _wait_for(lambda: all(found_and_committed(n) for n in ("c1", "c2")),
+    wait_for(lambda: all(found_and_committed(n) for n in ("c1", "c2")),
               "both members finding the new coordinator and committing to it")
     group.settle(2)
     # Restart the group from scratch: the new members start exactly at the committed offsets.
@@ -297,7 +288,7 @@ def test_consumers_follow_the_coordinator_when_its_broker_dies_and_resume_from_c
     try:
         fresh.add("d1")
         fresh.settle(1)
-        _wait_for(lambda: len({e["partition"] for e in _member_events(fresh, "d1", "processed")}) == PARTITIONS
+        wait_for(lambda: len({e["partition"] for e in _member_events(fresh, "d1", "processed")}) == PARTITIONS
                   or all(final[p] == len(_produced(cluster.dir)[p]) for p in range(PARTITIONS)), "d1 processing")
         starts = {}
         for e in _member_events(fresh, "d1", "processed"):
@@ -381,7 +372,7 @@ def test_malformed_requests_get_errors_and_the_coordinator_keeps_serving_the_gro
     finally:
         client.close()
     heartbeats = len(_member_events(group, "c1", "heartbeat"))
-    _wait_for(lambda: len(_member_events(group, "c1", "heartbeat")) > heartbeats + 2, "more heartbeats")
+    wait_for(lambda: len(_member_events(group, "c1", "heartbeat")) > heartbeats + 2, "more heartbeats")
     assert _member_events(group, "c1", "heartbeat")[-1]["error"] == "NONE"
     assert describe(cluster)["state"] == "Stable"
 
@@ -427,11 +418,11 @@ def test_a_member_that_does_not_poll_within_max_poll_interval_leaves_the_group(c
     c1 = group.add("c1")
     group.add("slow", **{"max.poll.interval.ms": 1500, "lab.processing.ms": 200, "max.poll.records": 20})
     group.settle(2)
-    _wait_for(lambda: _member_events(group, "slow", "leave"), "the slow member's LeaveGroup")
+    wait_for(lambda: _member_events(group, "slow", "leave"), "the slow member's LeaveGroup")
     (leave,) = _member_events(group, "slow", "leave")[:1]
     assert leave["error"] == "NONE" and leave["f"]["reason"] == "consumer poll timeout has expired"
     assert _member_events(group, "slow", "poll_timeout")
-    _wait_for(lambda: c1.assignment() == ALL, "c1 to take every partition")
+    wait_for(lambda: c1.assignment() == ALL, "c1 to take every partition")
     # until it polls again the slow member has no generation: no heartbeat and no commit under its old one
     left_at = leave["ts_ns"]
     rejoined = [e["ts_ns"] for e in _member_events(group, "slow", "assigned") if e["ts_ns"] > left_at]
@@ -459,7 +450,7 @@ def test_start_positions_that_cannot_be_looked_up_are_retried_not_a_reason_to_re
     _wait_produced(cluster, 3)
     c1 = group.add("c1")
     group.settle(1)
-    _wait_for(lambda: {(e["topic"], e["partition"]) for e in _member_events(group, "c1", "processed")} == set(ALL),
+    wait_for(lambda: {(e["topic"], e["partition"]) for e in _member_events(group, "c1", "processed")} == set(ALL),
               "c1 to process every partition")
     assert failures["left"] == 0 and _member_events(group, "c1", "positions_unknown")
     reasons = [e["f"]["reason"] for e in _member_events(group, "c1", "rebalance_begin")]
