@@ -18,7 +18,7 @@ from lab_cluster.errors import LabError
 
 
 def add_parser(sub) -> None:
-    from modern_coord.assignors import ASSIGNORS
+    from lab_cluster.assignment import ASSIGNORS
 
     p = sub.add_parser("assign", help="run an assignor on a group described in a JSON file")
     p.add_argument("--assignor", required=True, choices=sorted(ASSIGNORS))
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 
 def load_group(path: str):
-    from modern_coord.assignors import Subscription
+    from lab_cluster.assignment import Subscription
 
     try:
         doc = json.loads(Path(path).read_text())
@@ -51,7 +51,7 @@ def load_group(path: str):
 
 
 def run(args) -> int:
-    from modern_coord.assignors import ASSIGNORS
+    from lab_cluster.assignment import ASSIGNORS
 
     topics, subscriptions = load_group(args.file)
     result = ASSIGNORS[args.assignor].assign(topics, subscriptions)

@@ -33,7 +33,7 @@ and round, across topics. With partitions 0-4 of `t` (hash order 0, 1, 2, 3,
 from __future__ import annotations
 
 from lab_cluster.assignment import range_split
-from lab_cluster.java_string import java_string_hash
+from lab_cluster.java_hash import java_string_hash
 
 from .rebalance import View
 

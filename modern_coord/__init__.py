@@ -6,7 +6,7 @@ computes the assignment: DESIGN.md §3.
 - `coordinator/`: the group coordinator (`group.py` states, `coordinator.py`
   the state machine, `scheduler.py` its timers, `service.py` the broker plug-in);
 - `consumer.py`, `member.py`, `heartbeat.py`, `fetcher.py`, `config.py`: the client;
-- `assignors/`: range, round-robin, sticky;
+- its assignors (range, round-robin, sticky) are shared: `lab_cluster/assignment/`;
 - `host.py`: N consumers in a process, or one process per consumer.
 """
 

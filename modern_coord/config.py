@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, replace
 
 from lab_cluster.properties import check_all, field_values
 
-from .assignors import ASSIGNORS
+from lab_cluster.assignment import ASSIGNORS
 
 _client_numbers = itertools.count(1)
 

@@ -59,7 +59,7 @@ from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
 
-from .assignors import ASSIGNORS, Subscription
+from lab_cluster.assignment import ASSIGNORS, Subscription
 from .config import ConsumerConfig
 from .fetcher import Fetcher
 from .heartbeat import Heartbeat

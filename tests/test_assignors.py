@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modern_coord.assignors import ASSIGNORS, RangeAssignor, RoundRobinAssignor, StickyAssignor, Subscription
+from lab_cluster.assignment import ASSIGNORS, RangeAssignor, RoundRobinAssignor, StickyAssignor, Subscription
 
 REPO = Path(__file__).resolve().parent.parent
 

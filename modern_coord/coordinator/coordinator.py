@@ -66,9 +66,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lab_cluster.java_hash import group_partition
 from lab_cluster.wire import ErrorCode
 
-from ..java_hash import group_partition
 from .group import Group, GroupState, Member, Respond
 from .scheduler import Scheduler
 

@@ -10,11 +10,13 @@ documented rule, and the lab reproduces both:
 - the sticky assignor walks members in `HashMap` order, so which members keep
   one partition more than the others depends on that order.
 
-Java's `String.hashCode` (`lab_cluster/java_string.py`, shared with the
-ZooKeeper era's round-robin assignor)::
+Java's `String.hashCode`: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code
+units, in 32-bit two's complement (values checked against a JVM); the
+ZooKeeper era's round-robin assignor sorts partitions by the hash of
+``"[topic,partition]"``::
 
-    >>> java_string_hash("C0"), java_string_hash("hello-group")
-    (2125, -2143371836)
+    >>> java_string_hash("C0"), java_string_hash("hello-group"), java_string_hash("[t,0]")
+    (2125, -2143371836, 87540032)
     >>> group_partition("hello-group", 50)
     36
 
@@ -34,15 +36,26 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
-from lab_cluster.java_string import int32 as _int32
-from lab_cluster.java_string import java_string_hash
+__all__ = ["java_string_hash", "int32", "group_partition", "hashmap_order", "topic_partition_hash", "JavaHashSet"]
 
-__all__ = ["java_string_hash", "group_partition", "hashmap_order", "topic_partition_hash", "JavaHashSet"]
+
+def int32(x: int) -> int:
+    """`x` as a Java `int` (wrapped to 32-bit two's complement)."""
+    x &= 0xFFFFFFFF
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+def java_string_hash(s: str) -> int:
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return int32(h)
 
 
 def topic_partition_hash(topic: str, partition: int) -> int:
     """Kafka's `TopicPartition.hashCode`: 31 * (31 + partition) + topic.hashCode()."""
-    return _int32(31 * (31 + partition) + java_string_hash(topic))
+    return int32(31 * (31 + partition) + java_string_hash(topic))
 
 
 def java_utils_abs(n: int) -> int:

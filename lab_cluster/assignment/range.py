@@ -18,9 +18,8 @@ c0 gets two of each topic, c1 one: range's known imbalance across topics.
 
 from __future__ import annotations
 
-from lab_cluster.assignment import range_split
-
 from .base import Assignor, Subscription, TopicPartition, member_order
+from .shares import range_split
 
 
 class RangeAssignor(Assignor):

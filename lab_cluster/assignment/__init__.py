@@ -1,0 +1,31 @@
+"""Who gets which partitions: every assignment strategy the lab's families use, in one place.
+
+Two kinds, because the designs differ in *who* computes an assignment:
+
+- **Group-wide, by one member** (Kafka's coordinator era): the group leader runs
+  one `Assignor` over every member's `Subscription` and hands each member its
+  list. One module per assignor, as Kafka ships them, behind `base.Assignor`:
+  `range` (`RangeAssignor`), `roundrobin` (`RoundRobinAssignor`), `sticky`
+  (`StickyAssignor`; eager, the cooperative variant is not built).
+  `ASSIGNORS` maps each protocol name, as members vote for it in JoinGroup, to
+  an instance.
+- **Each client its own share** (the ZooKeeper era, and RocketMQ's and
+  TubeMQ's client-side rebalance): every consumer runs a deterministic
+  function of the membership it read and keeps its own part. `shares` holds
+  the arithmetic they share (`range_split`); a family's own wrapper (for
+  example `legacy_zk/partition_assignor.py`, over 0.8's thread ids) decides
+  what it splits.
+
+Where Java's hash order decides a result, `lab_cluster/java_hash.py` reproduces it.
+"""
+
+from .base import Assignor, Subscription, member_order
+from .range import RangeAssignor
+from .roundrobin import RoundRobinAssignor
+from .shares import range_split
+from .sticky import StickyAssignor
+
+ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor())}
+
+__all__ = ["ASSIGNORS", "Assignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "Subscription",
+           "member_order", "range_split"]
