@@ -1,9 +1,20 @@
-"""The lab's experiments and its command line (`python -m experiments`).
+"""The lab's experiments and its command line (`python -m experiments`), in layers.
 
-The experiments of DESIGN.md §5 (each a module registered in `catalogue.py`),
-the trial runner (`trial.py`, `steps.py`, `group_watch.py`, the families in
-`families.py`), the Spark harness and metrics (`harness.py`, `metrics.py`),
-the report (`report.py`, `published.py`), the benchmarks (`bench_*.py`) and
-the CLI (`cli.py`: `run`, `reproduce`, `report`, `doctor`, `zk up`,
-`cluster up`, `consumers`, `assign`, `bench`).
+Each layer imports only the ones above it in this list:
+
+- `engine/`: what runs a trial and a grid of trials: the spec and the runner
+  (`trial.py`), the steps a scenario is made of (`steps.py`), the group watch
+  that says when a group has converged (`group_watch.py`), the family registry
+  (`families.py`), the Spark harness (`harness.py`, `slots.py`), the run
+  directory (`store.py`), and what an experiment and a finding are
+  (`experiment.py`, `finding.py`);
+- `metrics.py`: the Spark job that turns traces into one row of figures per trial;
+- `catalogue/`: the experiments of DESIGN.md §5, one module each, registered in
+  `catalogue/__init__.py`;
+- `report/`: REPORT.md rendered from a stored run only (`render.py`), its parts,
+  figures and each experiment's prose, and when it may be published
+  (`published.py`);
+- `cli/`: the commands (`run`, `reproduce`, `report`, `doctor`, `zk up`,
+  `cluster up`, `consumers`, `assign`, `bench`);
+- `bench/`: the benchmarks, which write their figures to files.
 """

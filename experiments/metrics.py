@@ -72,7 +72,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
-from .steps import MEMBERSHIP_CHANGES
+from experiments.engine.families import FAMILIES
+from experiments.engine.steps import MEMBERSHIP_CHANGES
 
 CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
 WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
@@ -273,30 +274,36 @@ def stale_views(events: DataFrame) -> DataFrame:
 def views_in_effect(ce: DataFrame) -> DataFrame:
     """trial, ts_ns, views: how many distinct membership views the group's assignments came from, at each instant.
 
-    ZooKeeper era: each consumer's assignment is the range split of the
-    membership it read (`assigned` carries that view's `cversion`). At each
-    `assigned` event, every live consumer's latest assignment is in effect; two
-    consumers working from different views at once is the group computing from
-    more than one view in one round. (A consumer that stopped is not counted.)
-    Coordinator era: only the leader computes, once per generation, from the
-    member list the coordinator gave it (`leader_assignment`): the number of
-    distinct member lists in a generation.
+    Who computes an assignment is the family's (`Family.computes`):
+
+    - ``"member"`` (the ZooKeeper era): each consumer's assignment is the split
+      of the membership it read (`assigned` carries that view's `cversion`). At
+      each `assigned` event, every live consumer's latest assignment is in
+      effect; two consumers working from different views at once is the group
+      computing from more than one view in one round. (A consumer that stopped
+      is not counted.)
+    - ``"leader"`` (the coordinator era): only the leader computes, once per
+      generation, from the member list the coordinator gave it
+      (`leader_assignment`): the number of distinct member lists in a generation.
     """
-    moves = (ce.where(F.col("kind").isin("assigned", "consumer_stop") & (F.col("design") == "legacy"))
+    by_member = [f.name for f in FAMILIES.values() if f.computes == "member"]
+    moves = (ce.where(F.col("kind").isin("assigned", "consumer_stop") & F.col("design").isin(by_member))
              .select("trial", "actor", "ts_ns", F.when(F.col("kind") == "assigned", field("cversion"))
                      .alias("cversion")))
     at = moves.select("trial", F.col("ts_ns").alias("at_ns")).distinct()
     latest = Window.partitionBy("trial", "at_ns", "actor").orderBy(F.col("ts_ns").desc())
-    legacy = (at.join(moves, "trial").where(F.col("ts_ns") <= F.col("at_ns"))
-              .withColumn("n", F.row_number().over(latest)).where((F.col("n") == 1) & F.col("cversion").isNotNull())
-              .groupBy("trial", "at_ns").agg(F.countDistinct("cversion").alias("views"))
-              .withColumnRenamed("at_ns", "ts_ns"))
-    modern = (ce.where(F.col("kind") == "leader_assignment")
+    each_member = (at.join(moves, "trial").where(F.col("ts_ns") <= F.col("at_ns"))
+                   .withColumn("n", F.row_number().over(latest))
+                   .where((F.col("n") == 1) & F.col("cversion").isNotNull())
+                   .groupBy("trial", "at_ns").agg(F.countDistinct("cversion").alias("views"))
+                   .withColumnRenamed("at_ns", "ts_ns"))
+    by_leader = [f.name for f in FAMILIES.values() if f.computes == "leader"]
+    leader = (ce.where((F.col("kind") == "leader_assignment") & F.col("design").isin(by_leader))
               .select("trial", "ts_ns", "generation",
                       F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view")))
     per_generation = Window.partitionBy("trial", "generation")
-    modern = modern.select("trial", "ts_ns", F.size(F.collect_set("view").over(per_generation)).alias("views"))
-    return legacy.unionByName(modern)
+    leader = leader.select("trial", "ts_ns", F.size(F.collect_set("view").over(per_generation)).alias("views"))
+    return each_member.unionByName(leader)
 
 
 def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> DataFrame:

@@ -1,24 +1,34 @@
-"""N consumers of one group in one process, for either consumer family.
+"""N consumers of one group in one process, for any consumer family: the lab's one consumer host.
 
-A family says how to configure one member (`configure(actor)`, called for
-every member before anything starts, so a bad config stops nothing half-way)
-and how to build it (`build(config, trace, actor, on_change)`); the host gives
-each member its trace (`<trial_dir>/traces/<actor>.jsonl`), starts them, and
-stops them all at once, so that the group sees one departure rather than a
-rebalance per leaver. `legacy_zk/host.py` and `modern_coord/host.py` use it
-in-process (the CLI's `consumers`) and as a process of its own
-(`python -m <family>.host ...`, one consumer that a fault can pause or kill).
+A `Family` (`lab_cluster/family.py`) says how to configure one member
+(`configure`, called for every member before anything starts, so a bad config
+stops nothing half-way) and how to build it (`build`); the host gives each
+member its trace (`<trial_dir>/traces/<actor>.jsonl`), starts them, and stops
+them all at once, so that the group sees one departure rather than a
+rebalance per leaver.
+
+In-process, the members are threads: the CLI's `consumers` command. As its
+own process, a host with `--count 1` is a consumer that a fault can pause or
+kill alone; the trial runner starts one per member::
+
+    python -m lab_cluster.consumer_host --family legacy_zk --address 127.0.0.1:2181/lab \\
+        --group g --topic t --count 1 --trial-dir DIR --name c3 --config rebalance.backoff.ms=500
+
+It prints `READY {"consumers": [...]}` (each member's `ident`), then one state
+line per change (`MemberSnapshot.line`), and on SIGTERM stops its members
+gracefully, as their family's client does on close (`Family.stops_by`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from .errors import LabError
-from .family import GroupMember
+from .family import Family, GroupMember
 from .processes import add_owner_argument, emit_line, serve_until_terminated
 from .trace import TraceRecorder
 
@@ -34,28 +44,30 @@ def actor_names(name: str, count: int) -> list[str]:
 
 
 class ConsumerHost:
-    def __init__(self, *, design: str, configure: Callable[[str], object], build: Callable[..., object],
-                 count: int, trial_dir: str | Path, name: str = "c", trial: str = "adhoc",
-                 on_change: Callable[[str, object], None] | None = None):
+    def __init__(self, family: Family, address: str, group: str, topics: list[str], count: int,
+                 trial_dir: str | Path, *, name: str = "c", trial: str = "adhoc",
+                 overrides: dict[str, str] | None = None,
+                 on_change: Callable[[str, GroupMember], None] | None = None):
         if count < 1:
             raise LabError(f"--count {count}: a host runs at least one consumer.", "Use --count 1 or more.")
+        props = {"group.id": group, family.address_config: address, **(overrides or {})}
         actors = actor_names(name, count)
-        configs = [configure(actor) for actor in actors]  # validate before starting anything
-        self.consumers: list = []
+        configs = [family.configure(props, actor) for actor in actors]  # validate before starting anything
+        self.members: list[GroupMember] = []
         self.traces: list[TraceRecorder] = []
         for actor, config in zip(actors, configs, strict=True):
-            trace = TraceRecorder(trial_dir, trial=trial, design=design, actor=actor)
+            trace = TraceRecorder(trial_dir, trial=trial, design=family.name, actor=actor)
             self.traces.append(trace)
-            callback = (lambda c, a=actor: on_change(a, c)) if on_change else None
-            self.consumers.append(build(config, trace, actor, callback))
+            callback = (lambda m, a=actor: on_change(a, m)) if on_change else None
+            self.members.append(family.build(config, topics, trace, actor, callback))
 
     def start(self) -> ConsumerHost:
-        for consumer in self.consumers:
-            consumer.start()
+        for member in self.members:
+            member.start()
         return self
 
     def stop(self) -> None:
-        stoppers = [threading.Thread(target=c.stop, name="stop-consumer") for c in self.consumers]
+        stoppers = [threading.Thread(target=m.stop, name="stop-consumer") for m in self.members]
         for t in stoppers:
             t.start()
         for t in stoppers:
@@ -64,24 +76,40 @@ class ConsumerHost:
             trace.close()
 
 
-def host_argument_parser(prog: str, address: str, address_help: str, config_help: str) -> argparse.ArgumentParser:
-    """The arguments every `python -m <family>.host` takes; `address` is the family's way in (`--zk`, ...)."""
-    parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument(address, required=True, help=address_help)
+def load_family(package: str) -> Family:
+    """The `FAMILY` a family package exports, or a clear error."""
+    try:
+        family = importlib.import_module(package).FAMILY
+    except (ImportError, AttributeError):
+        raise LabError(f"--family {package}: no consumer family package of that name.",
+                       "Give a package that exports FAMILY, such as legacy_zk or modern_coord.") from None
+    return family
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lab_cluster.consumer_host", description=__doc__.split("\n")[0])
+    parser.add_argument("--family", required=True, help="the family's package, e.g. legacy_zk or modern_coord")
+    parser.add_argument("--address", required=True,
+                        help="where the cluster is, as the family needs it: a ZooKeeper connect string or brokers")
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", action="append", required=True)
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--trial-dir", required=True)
     parser.add_argument("--trial", default="adhoc")
     parser.add_argument("--name", default="c")
-    parser.add_argument("--config", action="append", default=[], help=f"KEY=VALUE, {config_help}")
+    parser.add_argument("--config", action="append", default=[], help="KEY=VALUE, in the family's config names")
     add_owner_argument(parser)
-    return parser
+    args = parser.parse_args(argv)
+    from .properties import parse_overrides
 
-
-def serve(host: ConsumerHost, ready_info: dict) -> None:
-    """Run a started host as a lab process: READY, then until SIGTERM, then stop its consumers."""
+    host = ConsumerHost(load_family(args.family), args.address, args.group, args.topic, args.count,
+                        args.trial_dir, name=args.name, trial=args.trial, overrides=parse_overrides(args.config),
+                        on_change=print_state_line).start()
     try:
-        serve_until_terminated(ready_info)
+        serve_until_terminated({"consumers": [m.ident for m in host.members]})
     finally:
         host.stop()
+
+
+if __name__ == "__main__":
+    main()

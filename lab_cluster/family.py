@@ -1,24 +1,27 @@
 """What the lab needs to know of a consumer family to run, watch and report it: its `Family` descriptor.
 
 Each family package exports one (`legacy_zk.FAMILY`, `modern_coord.FAMILY`)
-and `experiments/families.py` lists them: the trial runner starts a family's
-consumers through `host_module`, tells them where the cluster is by `address`,
-reads read-from-the-start config from `from_beginning`, knows a member has
-settled when it reports `settled_state`, and cuts a victim's `victim_link`;
-the report draws it in `colour` under `label`. Nothing outside the family
-package and that list names a family.
+and `experiments/engine/families.py` lists them. The one consumer host
+(`lab_cluster/consumer_host.py`) makes a family's members with `configure`
+and `build`, telling them where the cluster is under `address_config`; the
+trial runner gives that host the `address` the family needs, adds
+`from_beginning` to every consumer's config, knows a member has settled when
+it reports `settled_state`, and cuts a victim's `victim_link`; the report
+draws it in `colour` under `label`. Nothing outside the family package and
+that list names a family.
 
 Its consumers are `GroupMember`s: whatever their protocol, they start, stop,
 and say where they are in one `MemberSnapshot`, which their host prints as
 the state line the trial runner watches (`consumer_host.print_state_line`,
-`experiments/group_watch.py`).
+`experiments/engine/group_watch.py`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -26,16 +29,28 @@ class Family:
     name: str  # the `design` of traces, specs and summaries, e.g. "legacy"
     label: str  # how the report names it, e.g. "ZooKeeper era (legacy_zk)"
     colour: str  # matplotlib colour of its lines and bars
-    host_module: str  # `python -m <host_module>` runs N of its consumers and prints their state lines
+    package: str  # the package that exports it: `python -m lab_cluster.consumer_host --family <package>`
     address: str  # "zk": its consumers are given a ZooKeeper connect string; "bootstrap": brokers
+    address_config: str  # the config key that address goes in, e.g. "zookeeper.connect"
+    #: (properties, actor) -> a validated config; raises LabError on a bad one, before anything starts
+    configure: Callable[[dict[str, str], str], Any]
+    #: (config, topics, trace, actor, on_change) -> a member, not yet started
+    build: Callable[..., GroupMember]
     settled_state: str  # the state a member reports once it consumes its share
+    #: who computes an assignment, from which view: "member" (each member splits the membership it read;
+    #: its `assigned` event carries the view's `cversion`) or "leader" (one member per generation, from the
+    #: member list the coordinator gave it: `leader_assignment`); `experiments/metrics.py: views_in_effect`
+    computes: str
     victim_link: str  # the link a `cut` blackholes: "zk" (its own ZooKeeper link) or "coordinator"
+    stops_by: str  # what a graceful stop does, as the CLI tells the user
     #: the config that makes a consumer read from the start of the log (every produced record is one to process)
     from_beginning: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator"):
-            raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk or coordinator")
+        if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator") \
+                or self.computes not in ("member", "leader"):
+            raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk or coordinator, "
+                             "computes member or leader")
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,8 @@ class MemberSnapshot:
 
 class GroupMember(Protocol):
     """A consumer of any family, as its host and the runner see it."""
+
+    ident: str  # how its group and its trace name it: 0.8's consumer id, the coordinator era's client.id
 
     def start(self) -> object: ...
     def stop(self) -> None: ...

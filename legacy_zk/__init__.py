@@ -8,5 +8,14 @@ order one rebalance goes through them.
 
 from lab_cluster.family import Family
 
-FAMILY = Family("legacy", "ZooKeeper era (legacy_zk)", "tab:red", host_module="legacy_zk.host", address="zk",
-                settled_state="consuming", victim_link="zk", from_beginning={"auto.offset.reset": "smallest"})
+from .config import ConsumerConfig
+from .consumer import LegacyConsumer
+
+FAMILY = Family(
+    "legacy", "ZooKeeper era (legacy_zk)", "tab:red", package="legacy_zk",
+    address="zk", address_config="zookeeper.connect",
+    configure=lambda props, actor: ConsumerConfig.from_dict(props),
+    build=lambda config, topics, trace, actor, on_change: LegacyConsumer(config, topics, trace, on_change=on_change),
+    computes="member", settled_state="consuming", victim_link="zk",
+    stops_by="fetchers stopped, committed, session closed (0.8's shutdown)",
+    from_beginning={"auto.offset.reset": "smallest"})

@@ -197,6 +197,11 @@ class LegacyConsumer:
         self._set_state(ConsumerState.STOPPED)
         self.trace.record("consumer_stop", member=self.consumer_id)
 
+    @property
+    def ident(self) -> str:
+        """How the group and the trace name it (`GroupMember`): the consumer id it registers."""
+        return self.consumer_id
+
     def snapshot(self) -> MemberSnapshot:
         """Where this consumer is (`lab_cluster.family.GroupMember`): it gives up after rebalance.max.retries."""
         return MemberSnapshot(self.state.value, gave_up=self.state is ConsumerState.FAILED,

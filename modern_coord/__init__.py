@@ -6,12 +6,21 @@ computes the assignment: DESIGN.md §3.
 - `coordinator/`: the group coordinator (`group.py` states, `coordinator.py`
   the state machine, `scheduler.py` its timers, `service.py` the broker plug-in);
 - `consumer.py`, `member.py`, `heartbeat.py`, `fetcher.py`, `config.py`: the client;
-- its assignors (range, round-robin, sticky) are shared: `lab_cluster/assignment/`;
-- `host.py`: N consumers in a process, or one process per consumer.
+- its assignors (range, round-robin, sticky) are shared: `lab_cluster/assignment/`.
 """
 
 from lab_cluster.family import Family
 
-FAMILY = Family("modern", "coordinator era (modern_coord)", "tab:blue", host_module="modern_coord.host",
-                address="bootstrap", settled_state="stable", victim_link="coordinator",
-                from_beginning={"auto.offset.reset": "earliest"})
+from .config import ConsumerConfig
+from .consumer import ModernConsumer
+
+FAMILY = Family(
+    "modern", "coordinator era (modern_coord)", "tab:blue", package="modern_coord",
+    address="bootstrap", address_config="bootstrap.servers",
+    # each member's client.id (its member id's prefix) is its actor name unless set
+    configure=lambda props, actor: ConsumerConfig.from_dict({"client.id": actor, **props}),
+    build=lambda config, topics, trace, actor, on_change: ModernConsumer(config, topics, trace, name=actor,
+                                                                         on_change=on_change),
+    computes="leader", settled_state="stable", victim_link="coordinator",
+    stops_by="committed, revoked and left the group (the Java client's close)",
+    from_beginning={"auto.offset.reset": "earliest"})

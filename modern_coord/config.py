@@ -39,9 +39,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, replace
 
-from lab_cluster.properties import check_all, field_values
-
 from lab_cluster.assignment import ASSIGNORS
+from lab_cluster.properties import check_all, field_values
 
 _client_numbers = itertools.count(1)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.catalogue import DESIGNS, EXPERIMENTS
-from experiments.experiment import Experiment
+from experiments.engine.experiment import Experiment
 
 MARKERS = {line.split(":")[0] for line in tomllib.loads(
     (Path(__file__).parent.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]}
@@ -34,7 +34,7 @@ def test_designs_are_those_the_experiments_run_in_a_stable_order():
 
 
 def test_the_grid_schema_is_the_spec_itself():
-    from experiments.harness import GRID_SCHEMA
+    from experiments.engine.harness import GRID_SCHEMA
 
     for experiment in EXPERIMENTS.values():
         for spec in experiment.grid("quick"):

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from experiments import published, report
-from experiments.finding import Finding, by_id
+from experiments.engine.finding import Finding, by_id
+from experiments.report import published
+from experiments.report import render as report
 
 
 def test_every_finding_of_the_published_report_has_a_unique_readable_id():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from experiments.group_watch import GroupWatch
+from experiments.engine.group_watch import GroupWatch
 from lab_cluster.family import MemberSnapshot
 
 

@@ -21,11 +21,11 @@ import pandas as pd
 import pytest
 from conftest import run_experiment, vocabulary_problems
 
-from experiments import herd
+from experiments.catalogue import herd
 from experiments.cli import main
-from experiments.finding import by_id
-from experiments.harness import analyse, run_grid
-from experiments.trial import TrialSpec
+from experiments.engine.finding import by_id
+from experiments.engine.harness import analyse, run_grid
+from experiments.engine.trial import TrialSpec
 
 pytestmark = [pytest.mark.herd, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -88,7 +88,7 @@ def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffi
 
 def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path, spark):
     run_dir = herd_run[0]
-    from experiments.harness import environment
+    from experiments.engine.environment import environment
 
     (run_dir / "environment.json").write_text(json.dumps(environment(spark, herd_run[2], "test", "pytest")))
     first, second = tmp_path / "a" / "REPORT.md", tmp_path / "b" / "REPORT.md"

@@ -233,7 +233,6 @@ def test_a_consumer_cut_off_from_zookeeper_keeps_fetching_what_another_now_owns(
 
 def test_consumers_cli_prints_rebalances_and_leaves_nothing_after_ctrl_c(cluster):
     import os
-    import re
     import subprocess
     import sys
     from pathlib import Path
@@ -248,13 +247,12 @@ def test_consumers_cli_prints_rebalances_and_leaves_nothing_after_ctrl_c(cluster
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     latest = {}
     try:
-        for line in proc.stdout:
-            m = re.search(r"(c\d): (\w+)\s+rebalances=\d+ partitions=\[(.*)\]", line)
-            if m:
-                latest[m.group(1)] = (m.group(2), m.group(3))
-            if len(latest) == 2 and all(state == "consuming" for state, _ in latest.values()):
-                owned = sorted(int(p) for _, parts in latest.values() for p in parts.split(",") if p.strip())
-                if owned == list(range(PARTITIONS)):
+        for line in proc.stdout:  # "  1.23s {state line}"
+            if "{" in line:
+                snapshot = json.loads(line[line.index("{"):])
+                latest[snapshot["actor"]] = snapshot
+            if len(latest) == 2 and all(s["state"] == "consuming" for s in latest.values()):
+                if sorted(p for s in latest.values() for p in s["partitions"]) == list(range(PARTITIONS)):
                     break
         assert sorted(latest) == ["c1", "c2"], proc.stderr.read()
         assert cluster.zk.get_children(znodes.ids_path(GROUP)) and len(cluster.zk.get_children(
@@ -270,9 +268,9 @@ def test_consumers_cli_prints_rebalances_and_leaves_nothing_after_ctrl_c(cluster
 def test_a_consumer_in_its_own_process_registers_and_leaves_gracefully(cluster):
     from lab_cluster.processes import LabProcess
 
-    proc = LabProcess("c9", "legacy_zk.host", ["--zk", cluster.connect, "--group", GROUP, "--topic", "t",
-                                               "--trial-dir", str(cluster.dir), "--name", "c9",
-                                               "--config", "rebalance.backoff.ms=200"],
+    proc = LabProcess("c9", "lab_cluster.consumer_host",
+                      ["--family", "legacy_zk", "--address", cluster.connect, "--group", GROUP, "--topic", "t",
+                       "--trial-dir", str(cluster.dir), "--name", "c9", "--config", "rebalance.backoff.ms=200"],
                       cluster.dir / "proc" / "c9.log")
     try:
         (consumer_id,) = proc.info["consumers"]

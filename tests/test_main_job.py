@@ -28,7 +28,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, cli, run_experiment
 
-from experiments import herd, published
+from experiments.catalogue import herd
+from experiments.report import published
 from lab_cluster.errors import LabError
 from lab_cluster.ports import free_port
 

@@ -42,11 +42,12 @@ class Group:
         return consumer.start()
 
     def add_process(self, name: str, **overrides) -> LabProcess:
-        args = ["--bootstrap", self.cluster.bootstrap, "--group", GROUP, "--topic", "t", "--count", "1",
-                "--trial-dir", str(self.cluster.dir), "--name", name]
+        args = ["--family", "modern_coord", "--address", self.cluster.bootstrap, "--group", GROUP, "--topic", "t",
+                "--count", "1", "--trial-dir", str(self.cluster.dir), "--name", name]
         for key, value in {**FAST, **overrides}.items():
             args += ["--config", f"{key}={value}"]
-        self.processes[name] = LabProcess(name, "modern_coord.host", args, self.cluster.dir / "proc" / f"{name}.log")
+        self.processes[name] = LabProcess(name, "lab_cluster.consumer_host", args,
+                                          self.cluster.dir / "proc" / f"{name}.log")
         return self.processes[name]
 
     def live(self):
@@ -305,7 +306,6 @@ def test_consumers_follow_the_coordinator_when_its_broker_dies_and_resume_from_c
 
 def test_consumers_cli_prints_generations_and_leaves_nothing_after_ctrl_c(cluster):
     import os
-    import re
     import subprocess
     import sys
     from pathlib import Path
@@ -320,14 +320,13 @@ def test_consumers_cli_prints_generations_and_leaves_nothing_after_ctrl_c(cluste
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     latest = {}
     try:
-        for line in proc.stdout:
-            m = re.search(r"(c\d): (\w+)\s+generation=(-?\d+) protocol=\w+ partitions=\[(.*)\]", line)
-            if m:
-                latest[m.group(1)] = (m.group(2), int(m.group(3)), m.group(4))
-            if len(latest) == 2 and all(state == "stable" for state, _, _ in latest.values()) \
-                    and len({g for _, g, _ in latest.values()}) == 1:
-                owned = sorted(int(p) for _, _, parts in latest.values() for p in parts.split(",") if p.strip())
-                if owned == list(range(PARTITIONS)):
+        for line in proc.stdout:  # "  1.23s {state line}"
+            if "{" in line:
+                snapshot = json.loads(line[line.index("{"):])
+                latest[snapshot["actor"]] = snapshot
+            if len(latest) == 2 and all(s["state"] == "stable" for s in latest.values()) \
+                    and len({s["generation"] for s in latest.values()}) == 1:
+                if sorted(p for s in latest.values() for p in s["partitions"]) == list(range(PARTITIONS)):
                     break
         assert sorted(latest) == ["c1", "c2"], proc.stderr.read()
         assert describe(cluster)["state"] == "Stable" and len(describe(cluster)["members"]) == 2

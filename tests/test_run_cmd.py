@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments import run_cmd
+from experiments.cli import run as run_cmd
 
 
 def _summary() -> pd.DataFrame:

@@ -14,8 +14,8 @@ import json
 import pytest
 from conftest import run_experiment, vocabulary_problems
 
-from experiments import split_brain
-from experiments.finding import by_id
+from experiments.catalogue import split_brain
+from experiments.engine.finding import by_id
 
 pytestmark = [pytest.mark.split_brain, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 

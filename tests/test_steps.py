@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.steps import FAULT_STEPS, MEMBERSHIP_CHANGES, STEPS, VICTIM, StepImpossible
-from experiments.trial import TrialSpec
+from experiments.engine.steps import FAULT_STEPS, MEMBERSHIP_CHANGES, STEPS, VICTIM, StepImpossible
+from experiments.engine.trial import TrialSpec
 from lab_cluster.errors import LabError
 
 

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 from conftest import run_experiment, vocabulary_problems
 
-from experiments import zombie
-from experiments.finding import by_id
-from experiments.report_faults import ZOMBIE_TRIAL_TABLE
-from experiments.report_parts import cell
+from experiments.catalogue import zombie
+from experiments.engine.finding import by_id
+from experiments.report.faults import ZOMBIE_TRIAL_TABLE
+from experiments.report.parts import cell
 
 pytestmark = [pytest.mark.zombie, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -67,7 +67,7 @@ def test_the_coordinator_era_zombie_is_fenced_and_no_committed_offset_moves_back
 
 
 def test_the_report_draws_a_timeline_per_fault(zombie_run, tmp_path):
-    from experiments.report import render
+    from experiments.report.render import render
 
     run_dir = zombie_run[0]
     (run_dir / "environment.json").write_text('{"profile": "quick", "command": "pytest"}')

@@ -11,8 +11,6 @@ machine they were taken on. A benchmark, not a test: nothing here asserts a time
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
 import time
 from datetime import UTC, datetime
@@ -21,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from experiments.engine.environment import machine
 from lab_cluster.zk import provision
 from lab_cluster.zk.backends import embedded_problem, testcontainers_problem
 
@@ -32,26 +31,6 @@ def add_parser(sub) -> None:
     p.add_argument("--sizes", default="1,3")
     p.add_argument("--out", default="benchmarks/zk_startup.json")
     p.set_defaults(run=run)
-
-
-def machine() -> dict:
-    mem_kib = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kib = int(line.split()[1])
-    except OSError:
-        pass
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpus": os.cpu_count(), "memory_gib": round(mem_kib / 2**20, 1), "cpu": cpu,
-            "platform": platform.platform(), "python": platform.python_version()}
 
 
 def run(args) -> int:

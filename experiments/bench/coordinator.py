@@ -31,13 +31,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from experiments.engine.environment import machine
 from lab_cluster.broker.admin import BrokerProcess
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
 from lab_cluster.wire import WireClient
 from lab_cluster.zk import provision
 from modern_coord.lookup import wait_for_coordinator
-
-from .bench_zk import machine
 
 PLUGIN = "modern_coord.coordinator.service:install"
 SESSION_MS = 30_000

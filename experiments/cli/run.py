@@ -25,10 +25,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from experiments.catalogue import DESIGNS, EXPERIMENTS
+from experiments.engine import store
+from experiments.report import published
 from lab_cluster.errors import LabError
-
-from . import published, store
-from .catalogue import DESIGNS, EXPERIMENTS
 
 
 def add_parsers(sub) -> None:
@@ -103,10 +103,10 @@ def _console() -> Console:
 def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine: int, profile: str,
                            backend: str | None = None):
     """Run `specs` on Spark with a progress bar per trial, analyse, record the environment; returns the summary."""
+    from experiments.engine.environment import environment, lab_commit
+    from experiments.engine.harness import analyse, run_grid
     from lab_cluster.spark import local_session
     from lab_cluster.zk import BackendRequest
-
-    from .harness import analyse, environment, lab_commit, run_grid
 
     commit = lab_commit()  # the code the trials run: read before, so a commit made during the run is not taken
     console = _console()
@@ -130,18 +130,19 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
             progress.update(bars[row.trial], completed=phases[row.trial],
                             phase=row.status if row.status == "ok" else f"FAILED: {row.reason[:60]}")
     console.print("analysing the traces with Spark SQL ...")
-    summary = analyse(spark, run_uri, specs, results)
+    summary = analyse(spark, run_uri, specs, results,
+                      timelines_for={e.name for e in EXPERIMENTS.values() if e.keeps_timelines})
     local = store.local_path(run_uri)
     if local is not None:
         env = environment(spark, summary, profile, "python -m experiments " + shlex.join(sys.argv[1:]),
-                          commit=commit)
+                          commit=commit, experiment_versions={e.name: e.version for e in EXPERIMENTS.values()})
         (local / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
     _print_table(console, summary)
     return summary
 
 
 def _print_table(console: Console, summary) -> None:
-    from .report_parts import cell
+    from experiments.report.parts import cell
 
     table = Table(title="per change (DESIGN.md §4)")
     columns = [("design", "design"), ("consumers", "N"), ("change", "change"), ("status", "status"),
@@ -186,7 +187,7 @@ def run_reproduce(args) -> int:
 
 def _report_and_findings(console: Console, run_dir: Path, summary) -> None:
     """Render the run's own report in its directory, then say which of the published findings it reproduced."""
-    from .report import render
+    from experiments.report.render import render
 
     report = render(run_dir)
     outcomes = [o for o in published.compare(summary) if o.experiment in set(summary.experiment)]
@@ -234,7 +235,7 @@ def _shown(path: Path) -> str:
 
 
 def run_report(args) -> int:
-    from .report import render
+    from experiments.report.render import render
 
     if args.publish:
         report = published.publish(args.run_dir)

@@ -29,7 +29,7 @@ import pandas as pd
 from lab_cluster.errors import LabError
 
 #: the lab's checkout: where REPORT.md and report/ are committed
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the lab checkout: experiments/report/published.py
 REPORT = ROOT / "REPORT.md"
 SOURCES = ROOT / "report"
 
@@ -59,14 +59,14 @@ def published_summary() -> pd.DataFrame | None:
 
 def missing_columns(summary: pd.DataFrame) -> list[str]:
     """The columns of today's summary that `summary` (written by an older lab, perhaps) lacks."""
-    from .harness import SUMMARY_COLUMNS
+    from experiments.engine.harness import SUMMARY_COLUMNS
 
     return [c for c in SUMMARY_COLUMNS if c not in summary.columns]
 
 
 def compare(summary: pd.DataFrame) -> list[Outcome]:
     """Every finding checked in this run or stated by the published report, published order first."""
-    from .report import checked_findings
+    from experiments.report.render import checked_findings
 
     published = published_summary()
     checkable = published is not None and not missing_columns(published)
@@ -103,7 +103,7 @@ def save(outcomes: list[Outcome], run_dir: Path) -> Path:
 
 def refusals(run_dir: Path) -> list[str]:
     """Why `run_dir` may not replace the published report (empty: it may)."""
-    from .report import load
+    from experiments.report.render import load
 
     summary, env, _, _ = load(run_dir)
     problems = []
@@ -126,7 +126,7 @@ def refusals(run_dir: Path) -> list[str]:
 
 def publish(run_dir: Path) -> Path:
     """Render `run_dir` as the published report, or a LabError that says why it may not be."""
-    from .report import render
+    from experiments.report.render import render
 
     problems = refusals(run_dir)
     if problems:

@@ -27,7 +27,7 @@ import json
 import threading
 import time
 
-from .families import FAMILIES
+from experiments.engine.families import FAMILIES
 
 
 class GroupWatch:

@@ -3,13 +3,14 @@
 `run EXPERIMENT` offers these names, `reproduce` runs them all, the harness
 asks each whether its trials keep timelines, and the report renders each one's
 section and checks its findings. Adding an experiment: one module that exports
-an `Experiment` (`experiment.py`), and one line here.
+an `Experiment` (`engine/experiment.py`), and one line here.
 """
 
 from __future__ import annotations
 
+from experiments.engine.experiment import Experiment
+
 from . import herd, split_brain, zombie
-from .experiment import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     herd.EXPERIMENT,

@@ -1,9 +1,9 @@
 """What an experiment is, and what its report section reads.
 
-An experiment module (`herd.py`, `split_brain.py`, `zombie.py`) starts from a
+An experiment module (`catalogue/herd.py`, `split_brain.py`, `zombie.py`) starts from a
 question and exports one `Experiment`: its grid of trials per profile, the
 findings it checks on a run's summary, and the report section that shows them.
-`catalogue.py` lists every experiment once; the runner (`run`, `reproduce`), the
+`catalogue/__init__.py` lists every experiment once; the runner (`run`, `reproduce`), the
 harness (which trials keep timelines) and the report read that list and nothing
 else, so a new experiment is one new module and one line there.
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .finding import Finding
-from .trial import TrialSpec
+from experiments.engine.finding import Finding
+from experiments.engine.trial import TrialSpec
 
 
 @dataclass(frozen=True)

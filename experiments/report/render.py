@@ -2,10 +2,10 @@
 
 `render(run_dir, out)` reads `summary.csv`, `environment.json`,
 `configs.json` and `grid.json` (the trial specs, for the config overrides) of a
-run directory (see `store.py`), and `timelines.csv`/`marks.csv` where the run
+run directory (see `engine/store.py`), and `timelines.csv`/`marks.csv` where the run
 has them, copies the source files to `<out's folder>/report/`, and writes the
 Markdown: a header, the environment, each experiment's section in the
-catalogue's order (`catalogue.py`; each draws its figures, matplotlib,
+catalogue's order (`catalogue/__init__.py`; each draws its figures, matplotlib,
 headless, into `report/figures/`), the failed trials and the cross-check.
 Every number
 in it comes from those files; rendering the same run twice gives the same
@@ -22,13 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.catalogue import EXPERIMENTS
+from experiments.engine.experiment import StoredRun
+from experiments.engine.finding import Finding, by_id
+from experiments.engine.steps import MEMBERSHIP_CHANGES
+from experiments.report.parts import table
 from lab_cluster.errors import LabError
-
-from .catalogue import EXPERIMENTS
-from .experiment import StoredRun
-from .finding import Finding, by_id
-from .report_parts import table
-from .steps import MEMBERSHIP_CHANGES
 
 SOURCES = ("summary.csv", "environment.json", "configs.json", "grid.json")
 #: written by runs with fault experiments: the timelines' data
@@ -41,7 +40,7 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
     if missing:
         raise LabError(f"{run_dir} is not a run directory with stored results: {', '.join(missing)} missing.",
                        "Give the directory a `run` or `reproduce` wrote (it holds summary.csv), or run one.")
-    from .published import missing_columns
+    from experiments.report.published import missing_columns
 
     summary = pd.read_csv(run_dir / "summary.csv")
     absent = missing_columns(summary)

@@ -1,6 +1,6 @@
 """Every consumer family the lab runs: the one place a family is registered (`lab_cluster/family.py`).
 
-Adding a family: its package (with a `host` module and a `FAMILY`), and one line here.
+Adding a family: its package (exporting a `FAMILY`), and one line here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""REPORT.md's sections for the two fault experiments: split brain and zombie (see `report.py`)."""
+"""REPORT.md's sections for the two fault experiments: split brain and zombie (see `render.py`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import split_brain, timeline_figure, zombie  # noqa: E402
-from .experiment import StoredRun  # noqa: E402
-from .report_parts import STYLE, findings_list, table  # noqa: E402
+from experiments.catalogue import split_brain, zombie  # noqa: E402
+from experiments.engine.experiment import StoredRun  # noqa: E402
+from experiments.report.figures import figure as timeline_figure  # noqa: E402
+from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
 
 SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"), ("consumers", "N"),
                ("view_divergence", "views in a round"), ("stale_views", "stale views"),
@@ -79,7 +80,7 @@ views_in_effect`, `stale_views`):
 
 {timeline}
 
-**The finding, checked on these results** (`experiments/split_brain.py: findings`):
+**The finding, checked on these results** (`experiments/catalogue/split_brain.py: findings`):
 
 {findings_list(split_brain.findings(summary))}
 
@@ -187,7 +188,7 @@ what two consumers actually processed at once):
 
 {chr(10).join(parts)}
 
-**The finding, checked on these results** (`experiments/zombie.py: findings`):
+**The finding, checked on these results** (`experiments/catalogue/zombie.py: findings`):
 
 {findings_list(zombie.findings(summary))}
 
@@ -250,7 +251,7 @@ def _timeline(timelines, panels: list[tuple[str, str]], path: Path, root: Path) 
     if timelines is None or not panels:
         return ""
     stretches, marks = timelines
-    timeline_figure.figure(panels, stretches, marks, path)
+    timeline_figure(panels, stretches, marks, path)
     return (f"![timeline: which consumer processed each partition, with the fault and the rebalances]"
             f"({path.relative_to(root).as_posix()})\n\n*Each bar is a stretch of processing by one consumer "
             "(one lane per consumer inside a partition's row: two bars at one time are two consumers processing "

@@ -36,18 +36,12 @@ from lab_cluster.processes import honour_ctrl_c
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import (
-        assign,
-        bench_cluster,
-        bench_coordinator,
-        bench_harness,
-        bench_zk,
-        cluster_up,
-        consumers,
-        doctor,
-        run_cmd,
-        zk_up,
-    )
+    from experiments.bench import cluster as bench_cluster
+    from experiments.bench import coordinator as bench_coordinator
+    from experiments.bench import harness as bench_harness
+    from experiments.bench import zk as bench_zk
+    from experiments.cli import assign, cluster_up, consumers, doctor, zk_up
+    from experiments.cli import run as run_cmd
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

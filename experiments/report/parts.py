@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .families import FAMILIES
+from experiments.engine.families import FAMILIES
 
-#: {design: (colour, label)} of every family, in the registry's order (`families.py`)
+#: {design: (colour, label)} of every family, in the registry's order (`engine/families.py`)
 STYLE = {f.name: (f.colour, f.label) for f in FAMILIES.values()}
 
 

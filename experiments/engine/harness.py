@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import fields
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -36,14 +34,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
+from experiments import metrics
+from experiments.engine import store
+from experiments.engine.slots import machine_slot
+from experiments.engine.trial import TrialSpec, run_trial
 from lab_cluster.processes import honour_ctrl_c, proc_stat
 from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 from lab_cluster.zk import BackendRequest
-
-from . import metrics, store
-from .catalogue import EXPERIMENTS
-from .slots import machine_slot
-from .trial import TrialSpec, run_trial
 
 #: a spec's fields as Spark types; its tuples travel as JSON strings (`TrialSpec.as_row`)
 _SPARK_TYPES = {"str": StringType(), "int": LongType(), "float": DoubleType(), "bool": BooleanType()}
@@ -182,8 +179,12 @@ def _read_progress(run_dir: Path, specs: list[TrialSpec]) -> dict[str, dict]:
     return found
 
 
-def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: pd.DataFrame) -> pd.DataFrame:
-    """Metrics of every trial that ran to the end; writes results/*.parquet and summary.csv; returns the summary."""
+def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: pd.DataFrame, *,
+            timelines_for: Collection[str] = ()) -> pd.DataFrame:
+    """Metrics of every trial that ran to the end; writes results/*.parquet and summary.csv; returns the summary.
+
+    `timelines_for`: the experiments whose trials keep timelines (who processed which partition when) for
+    their report sections (`Experiment.keeps_timelines`)."""
     ran = results[results["status"] == "ok"]["trial"].tolist()
     events = spark.read.schema(TRACE_SCHEMA).json(store.join(run_uri, "trials", "*", "traces", "*.jsonl"))
     # cached: every metric below reads the same events, which would otherwise be parsed from JSON each time
@@ -221,8 +222,7 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
                                                     "follower_delay_ms", "seed", "repetition", "change_index"],
                                                    na_position="last")
-    # the experiments that keep timelines (who processed which partition when) for their report sections
-    faulted = [s.trial_id for s in specs if EXPERIMENTS[s.experiment].keeps_timelines and s.trial_id in ran]
+    faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
     stretches, marks = metrics.timelines(events.where(F.col("trial").isin(faulted)))
     timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
                  "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}
@@ -256,40 +256,3 @@ def _write(spark: SparkSession, run_uri: str, summary: pd.DataFrame, per_change:
             store.join(run_uri, "results", f"{name}.parquet"))
     spark.createDataFrame(summary.astype(str)).coalesce(1).write.mode("overwrite").option("header", True).csv(
         store.join(run_uri, "summary_csv"))
-
-
-def environment(spark: SparkSession, summary: pd.DataFrame, profile: str, command: str,
-                commit: str | None = None) -> dict:
-    """What the report's environment section says: recorded once per run, in environment.json.
-
-    `commit`: the lab commit read when the run began (default: now)."""
-    from .bench_zk import machine
-
-    backends = sorted({str(b) for b in summary["zk_backend"].dropna()})
-    versions = sorted({str(v) for v in summary["zk_version"].dropna()})
-    return {"date": datetime.now(UTC).isoformat(timespec="seconds"), "profile": profile, "command": command,
-            "zk_backend": ", ".join(backends) or "unknown", "zk_version": ", ".join(versions) or "unknown",
-            "spark_version": spark.version, "spark_master": spark.sparkContext.master,
-            "python_version": platform.python_version(), "platform": platform.platform(),
-            "machine": machine(), "cpu_count": os.cpu_count(), "lab_commit": commit or lab_commit(),
-            "experiment_versions": {name: e.version for name, e in EXPERIMENTS.items()
-                                    if (summary["experiment"] == name).any()}}
-
-
-def lab_commit() -> str:
-    """The commit of the lab's code that made the run (with `+dirty` if files differed from it), or `unknown`.
-
-    It ties a stored run, and so the report, to the code that produced it. Unknown where the lab runs
-    without its git checkout (a zip shipped to a Spark cluster)."""
-    import subprocess
-
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        if head.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return head.stdout.strip() + ("+dirty" if dirty else "")

@@ -23,13 +23,12 @@ from kazoo.client import KazooClient
 from rich.console import Console
 from rich.table import Table
 
+from experiments.engine.environment import machine
 from lab_cluster.broker.admin import BrokerProcess, broker_addresses, create_topic, wait_for_metadata
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient
 from lab_cluster.zk import provision
-
-from .bench_zk import machine
 
 
 def add_parser(sub) -> None:

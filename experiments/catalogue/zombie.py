@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .experiment import Experiment
-from .finding import Finding
-from .trial import TrialSpec
+from experiments.engine.experiment import Experiment
+from experiments.engine.finding import Finding
+from experiments.engine.trial import TrialSpec
 
 NAME = "zombie"
 QUESTION = ("A consumer paused past its session timeout (or cut off from ZooKeeper or its coordinator) wakes up: "
@@ -126,4 +126,4 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
 #: 1: "the zombie's commits are accepted" in both faults; 2: the faithful 0.8 model's finding (nothing refuses
 #: its commits; cut off, the blocked commit lands on the new session; an offset moves backwards in some trial)
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report_faults:zombie_section", keeps_timelines=True, version=2)
+                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=2)

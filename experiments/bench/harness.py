@@ -28,9 +28,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from experiments.engine.environment import machine
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
-
-from .bench_zk import machine
 
 ACTORS = 16
 TRIALS = 10
@@ -96,9 +95,8 @@ def synthetic_events(spark, events: int):
 
 
 def analysis_throughput(spark, events: int, work: Path) -> dict:
+    from experiments import metrics
     from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
-
-    from . import metrics
 
     traces = work / "traces"
     synthetic_events(spark, events).repartition(16).write.mode("overwrite").json(str(traces))

@@ -2,7 +2,7 @@
 
 For each design and each N: a stable group of N, then one consumer joins,
 then it leaves gracefully. Each change is measured from the traces
-(`metrics.py`). The finding it exists to show, checked by `findings()` (and by
+(`experiments/metrics.py`). The finding it exists to show, checked by `findings()` (and by
 `pytest -m herd`):
 
 - ZooKeeper era: every consumer holds a watch on `/consumers/<g>/ids`, so every
@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .experiment import Experiment
-from .finding import Finding
-from .trial import TrialSpec
+from experiments.engine.experiment import Experiment
+from experiments.engine.finding import Finding
+from experiments.engine.trial import TrialSpec
 
 NAME = "herd"
 QUESTION = ("How do notifications, ZooKeeper load, rebalance attempts and convergence grow with the group size N "
@@ -123,4 +123,4 @@ def _series(s: pd.Series) -> str:
 #: 1: the ZooKeeper-era load finding on all requests (a positive quadratic term); 2: on registration reads
 #: (at least (members after)² per change), all requests as evidence
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report_herd:herd_section", keeps_timelines=False, version=2)
+                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=2)

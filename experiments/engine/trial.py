@@ -13,7 +13,7 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
    b holds its session on server b mod S), topic `t` with P partitions and a
    producer;
 2. starts the group `c1..cN`: `layout="shared"` runs them in one process
-   (`python -m legacy_zk.host --count N` or `modern_coord.host`);
+   (`python -m lab_cluster.consumer_host --family <package> --count N`);
    `layout="spread"` runs each in its own process, so that a fault can pause
    one alone, and pins the k-th consumer started to ZooKeeper server k mod S
    (its connect string names that server only: a real 0.8 consumer listed
@@ -61,6 +61,9 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from experiments.engine.families import FAMILIES
+from experiments.engine.group_watch import GroupWatch
+from experiments.engine.steps import FAULT_STEPS, STEPS, VICTIM, StepImpossible
 from lab_cluster import fourlw
 from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
 from lab_cluster.consumer_host import actor_names
@@ -71,10 +74,6 @@ from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.zk import BackendRequest, provision
 from modern_coord.lookup import wait_for_coordinator
-
-from .families import FAMILIES
-from .group_watch import GroupWatch
-from .steps import FAULT_STEPS, STEPS, VICTIM, StepImpossible
 
 TOPIC = "t"
 GROUP = "lab-group"
@@ -296,14 +295,15 @@ class _Scenario:
                    extra: dict[str, str] | None = None) -> LabProcess:
         family = FAMILIES[self.spec.design]
         address = address or (self.zk.connect if family.address == "zk" else self.bootstrap)
-        args = [f"--{family.address}", address, "--group", GROUP, "--topic", TOPIC, "--count", str(count),
-                "--trial-dir", str(self.dir), "--trial", self.spec.trial_id, "--name", name]
+        args = ["--family", family.package, "--address", address, "--group", GROUP, "--topic", TOPIC,
+                "--count", str(count), "--trial-dir", str(self.dir), "--trial", self.spec.trial_id, "--name", name]
         overrides = {**family.from_beginning, **dict(o.split("=", 1) for o in self.spec.overrides),
                      **(extra or {})}
         for key, value in overrides.items():
             args += ["--config", f"{key}={value}"]
-        process = LabProcess(f"consumers-{name}", family.host_module, args, self.dir / "proc" / f"consumers-{name}.log",
-                             on_line=self.watch.update, ready_timeout_s=host_ready_timeout_s(count))
+        process = LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", args,
+                             self.dir / "proc" / f"consumers-{name}.log", on_line=self.watch.update,
+                             ready_timeout_s=host_ready_timeout_s(count))
         self.stack.callback(process.stop)
         return process
 

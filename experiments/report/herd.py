@@ -13,9 +13,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from . import herd  # noqa: E402
-from .experiment import StoredRun  # noqa: E402
-from .report_parts import STYLE, findings_list, table  # noqa: E402
+from experiments.catalogue import herd  # noqa: E402
+from experiments.engine.experiment import StoredRun  # noqa: E402
+from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
 
 HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("zk_requests_per_change", "ZK requests"), ("membership_reads_per_change", "of them registration reads"),
@@ -74,7 +74,7 @@ produced message is one a consumer must process):
 {chr(10).join(t + chr(10) for t in tables)}
 ![herd: cost of one change against N]({figure.relative_to(root).as_posix()})
 
-**The finding, checked on these results** (`experiments/herd.py: findings`):
+**The finding, checked on these results** (`experiments/catalogue/herd.py: findings`):
 
 {findings_list(checked)}
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .experiment import Experiment
-from .finding import Finding
-from .trial import TrialSpec
+from experiments.engine.experiment import Experiment
+from experiments.engine.finding import Finding
+from experiments.engine.trial import TrialSpec
 
 NAME = "split_brain"
 QUESTION = ("With a three-server ensemble and a lagging follower, do consumers compute their assignments from "
@@ -94,4 +94,4 @@ def _series(s: pd.Series) -> str:
 
 
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report_faults:split_brain_section", keeps_timelines=True)
+                        section="experiments.report.faults:split_brain_section", keeps_timelines=True)

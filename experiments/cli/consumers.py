@@ -18,17 +18,16 @@ import time
 
 from rich.console import Console
 
+from experiments.engine.families import FAMILIES
 from lab_cluster.cleanup import make_temp_dir
 from lab_cluster.errors import LabError
-
-from .families import FAMILIES
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("consumers", help="run N consumers of a group and print every rebalance until Ctrl-C")
     p.add_argument("--design", choices=sorted(FAMILIES), required=True)
-    p.add_argument("--zk", help="legacy: ZooKeeper connect string (from `cluster up`)")
-    p.add_argument("--bootstrap", help="modern: host:port[,host:port...] of brokers (from `cluster up`)")
+    p.add_argument("--zk", help="ZooKeeper connect string (from `cluster up`), for a family that talks to ZooKeeper")
+    p.add_argument("--bootstrap", help="host:port[,host:port...] of brokers (from `cluster up`), for one that does not")
     p.add_argument("--group", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int, default=1)
@@ -39,46 +38,29 @@ def add_parser(sub) -> None:
 
 
 def run(args, stop: threading.Event | None = None) -> int:
+    from lab_cluster.consumer_host import ConsumerHost
     from lab_cluster.properties import parse_overrides
 
+    family = FAMILIES[args.design]
+    address = getattr(args, family.address)
+    if not address:
+        raise LabError(f"--design {family.name} needs --{family.address}.",
+                       "Give the address `cluster up` printed for it.")
     console = Console()
     trial_dir = args.dir or make_temp_dir("consumers")
     t0 = time.monotonic()
-    overrides = parse_overrides(args.config)
-    if args.design == "legacy":
-        if not args.zk:
-            raise LabError("--design legacy needs --zk.", "Give the ZooKeeper connect string `cluster up` printed.")
-        from legacy_zk.host import host_consumers
 
-        def report(actor, consumer) -> None:
-            partitions = sorted(p for _, p in consumer.assignment())
-            console.print(f"{time.monotonic() - t0:7.2f}s {actor}: {consumer.state.value:<20} "
-                          f"rebalances={consumer.rebalances} partitions={partitions}")
+    def report(actor, member) -> None:  # the state line the trial runner reads, with the time since start
+        console.print(f"{time.monotonic() - t0:7.2f}s {member.snapshot().line(actor)}", markup=False,
+                      highlight=False, soft_wrap=True)
 
-        host = host_consumers(args.zk, args.group, [args.topic], args.count, trial_dir, overrides=overrides,
-                              on_change=report)
-        goodbye = "fetchers stopped, committed, session closed"
-    else:
-        if not args.bootstrap:
-            raise LabError("--design modern needs --bootstrap.", "Give the broker addresses `cluster up` printed.")
-        from modern_coord.host import host_consumers
-
-        def report(actor, consumer) -> None:
-            partitions = sorted(p for _, p in consumer.assignment())
-            error = f" error={consumer.error}" if consumer.error else ""
-            console.print(f"{time.monotonic() - t0:7.2f}s {actor}: {consumer.state.value:<20} "
-                          f"generation={consumer.generation.generation_id} "
-                          f"protocol={consumer.generation.protocol_name} partitions={partitions}{error}")
-
-        host = host_consumers(args.bootstrap, args.group, [args.topic], args.count, trial_dir,
-                              overrides=overrides, on_change=report)
-        goodbye = "committed, revoked and left the group"
-    host.start()
+    host = ConsumerHost(family, address, args.group, [args.topic], args.count, trial_dir,
+                        overrides=parse_overrides(args.config), on_change=report).start()
     console.print(f"{args.count} {args.design} consumer(s) of group {args.group} on {args.topic}; "
                   f"traces in {trial_dir}. Ctrl-C stops them.")
     try:
         (stop or threading.Event()).wait()
     finally:
         host.stop()
-        console.print(f"stopped: {goodbye}")
+        console.print(f"stopped: {family.stops_by}")
     return 0
