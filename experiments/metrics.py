@@ -117,7 +117,7 @@ REGISTRATION_PATH = r"^/consumers/[^/]+/ids/[^/]+$"
 def membership_reads(events: DataFrame) -> DataFrame:
     """The consumers' reads of a member's registration, as events of kind `membership_read`.
 
-    `legacy_zk/rebalance.py: read_view` reads every member's registration in
+    `legacy_zk/view.py: read_view` reads every member's registration in
     every rebalance attempt (Kafka 0.8.2.2's `getConsumersPerTopic`), plus its
     own twice: N consumers rebalancing read N registrations each.
     """

@@ -22,7 +22,7 @@ makes one more rebalance, not one each); zkclient's **event thread**
 one **fetcher** per owned partition.
 
 One rebalance attempt (`_rebalance`, ZookeeperConsumerConnector L636-704), in
-0.8.2.2's order; `rebalance.py` lists the reads and their number:
+0.8.2.2's order; `view.py` lists the reads and their number:
 
 1. read the cluster (before the attempt), our registration, the brokers again;
 2. stop every fetcher and commit the registry's positions (if auto-commit:
@@ -100,8 +100,8 @@ from .fetching import PartitionFetcher
 from .offsets import commit_offset, fetch_offset
 from .ownership import claim_all, release_all
 from .partition_assignor import ASSIGNORS, AssignmentFailed
-from .rebalance import read_brokers, read_own_subscription, read_view
 from .registration import register, thread_ids
+from .view import read_brokers, read_own_subscription, read_view
 from .watches import EventThread, GroupWatches
 from .zkclient import Stopping, TracedZk
 
@@ -123,7 +123,7 @@ class LegacyConsumer:
         self.topics = sorted(topics)
         self.trace = trace
         self.consumer_id = config.consumer_id
-        self.threads = thread_ids(self.consumer_id, config.streams)
+        self.thread_ids = thread_ids(self.consumer_id, config.streams)
         self.assignor = ASSIGNORS[config.partition_assignment_strategy]
         self.state = ConsumerState.STARTING
         self.on_change = on_change or (lambda consumer: None)
@@ -143,7 +143,7 @@ class LegacyConsumer:
         self.zk = TracedZk(self.kazoo, trace, self._give_up)
         self.events = EventThread(self.consumer_id[-8:], trace)
         self.watches = GroupWatches(self.zk, self.events, trace, self._rebalance_event_triggered)
-        self._threads: list[threading.Thread] = []
+        self._workers: list[threading.Thread] = []
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> LegacyConsumer:
@@ -162,7 +162,7 @@ class LegacyConsumer:
         for target, name in ((self._rebalance_loop, "watcher"), (self._auto_commit_loop, "autocommit")):
             t = threading.Thread(target=target, name=f"{name}-{self.consumer_id[-8:]}", daemon=True)
             t.start()
-            self._threads.append(t)
+            self._workers.append(t)
         return self
 
     def stop(self) -> None:
@@ -178,7 +178,7 @@ class LegacyConsumer:
         give_up.daemon = True
         give_up.start()
         try:
-            for t in self._threads:
+            for t in self._workers:
                 t.join(grace_s + 5)
             with self._rebalance_lock:
                 self._stop_fetchers()
@@ -311,7 +311,7 @@ class LegacyConsumer:
             self.trace.record("revoked", member=self.consumer_id, partitions=[[t, p] for t, p in sorted(owned)],
                               why="releasePartitionOwnership")
         view = read_view(self.zk, self.watches, self.trace, group, self.consumer_id, brokers)
-        decision = self.assignor.assign(view, self.consumer_id, self.threads)
+        decision = self.assignor.assign(view, self.consumer_id, self.thread_ids)
         committed = {key: fetch_offset(self.zk, group, *key) for key in decision}  # fetchOffsets, before claiming
         if self._shutting_down.is_set() or not claim_all(self.zk, self.trace, group, decision):
             return False

@@ -1,7 +1,7 @@
 """Each consumer's own share of the partitions: Kafka 0.8.2's `RangeAssignor` and `RoundRobinAssignor`.
 
 In the ZooKeeper era every consumer computes the whole group's assignment by
-itself, from the view it just read (`rebalance.View`, 0.8's
+itself, from the view it just read (`view.View`, 0.8's
 `AssignmentContext`), and keeps its own share. Both assignors are
 deterministic functions of that view, so consumers that read the same view
 agree, and consumers that read different views may not (split brain).
@@ -13,7 +13,7 @@ with P partitions and C threads, thread k gets P // C, plus one if k < P % C,
 in order. A thread of ours missing from the view fails the attempt (0.8's
 `assert(myConsumerPosition >= 0)`).
 
-    >>> v = View(members=["a", "b"], threads={"t": ["a-0", "b-0"]}, partitions={"t": [0, 1, 2, 3, 4]},
+    >>> v = View(members=["a", "b"], thread_ids={"t": ["a-0", "b-0"]}, partitions={"t": [0, 1, 2, 3, 4]},
     ...          brokers={}, cversion=2, pzxid=7)
     >>> RangeAssignor().assign(v, "a", ["a-0"])
     {('t', 0): 'a-0', ('t', 1): 'a-0', ('t', 2): 'a-0'}
@@ -35,7 +35,7 @@ from __future__ import annotations
 from lab_cluster.assignment import range_split
 from lab_cluster.java_hash import java_string_hash
 
-from .rebalance import View
+from .view import View
 
 
 class AssignmentFailed(Exception):
@@ -48,7 +48,7 @@ class RangeAssignor:
     def assign(self, view: View, consumer_id: str, my_threads: list[str]) -> dict[tuple[str, int], str]:
         decision = {}
         for topic in sorted(view.partitions):
-            threads = view.threads.get(topic, [])
+            threads = view.thread_ids.get(topic, [])
             share = range_split(view.partitions[topic], threads)  # the same split as the coordinator era's range
             for thread_id in my_threads:
                 if thread_id not in threads:
@@ -62,7 +62,7 @@ class RoundRobinAssignor:
     name = "roundrobin"
 
     def assign(self, view: View, consumer_id: str, my_threads: list[str]) -> dict[tuple[str, int], str]:
-        thread_sets = [set(ids) for ids in view.threads.values()]
+        thread_sets = [set(ids) for ids in view.thread_ids.values()]
         if not thread_sets or any(s != thread_sets[0] for s in thread_sets):
             raise AssignmentFailed("Round-robin assignment is allowed only if all consumers in the group subscribe "
                                    "to the same topics, AND if the stream counts across topics are identical for a "

@@ -21,7 +21,7 @@ import json
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from lab_cluster.broker.zk_layout import now_ms
+from lab_cluster.broker.zk_layout import wall_clock_ms
 from lab_cluster.trace import TraceRecorder
 
 from . import znodes
@@ -30,7 +30,7 @@ from .zkclient import Stopping, TracedZk
 
 def registration_json(subscription: dict[str, int], timestamp_ms: int | None = None) -> bytes:
     return json.dumps({"version": 1, "subscription": subscription, "pattern": "static",
-                       "timestamp": str(timestamp_ms if timestamp_ms is not None else now_ms())},
+                       "timestamp": str(timestamp_ms if timestamp_ms is not None else wall_clock_ms())},
                       separators=(",", ":")).encode()
 
 

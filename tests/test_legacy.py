@@ -490,7 +490,7 @@ def test_registration_waits_for_a_leftover_ids_node_and_never_deletes_it(cluster
 
 
 def test_a_rebalance_attempt_reads_what_0_8_2_2_reads_and_a_notification_re_arms_with_two_reads(group):
-    """rebalance.py's table, for B=3 brokers, T=1 topic, N=1 member and k=4 partitions won: 2(1+B) + 2 + T + 2
+    """view.py's table, for B=3 brokers, T=1 topic, N=1 member and k=4 partitions won: 2(1+B) + 2 + T + 2
     + N + k + (1+B) = 22 reads; each notification is re-armed with exists + getChildren before the listener."""
     group.add("c1")
     group.settle()

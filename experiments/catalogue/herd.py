@@ -8,7 +8,7 @@ then it leaves gracefully. Each change is measured from the traces
 - ZooKeeper era: every consumer holds a watch on `/consumers/<g>/ids`, so every
   change notifies every consumer (notifications >= N, growing with N), and
   every consumer then rebalances on its own, re-reading the whole membership
-  (`legacy_zk/rebalance.py: read_view` reads each member's registration), so
+  (`legacy_zk/view.py: read_view` reads each member's registration), so
   the reads of registrations per change are at least (members after the
   change)², one read by each rebalancing consumer of each member: the part of
   the ZooKeeper load that grows as N². The total ZooKeeper requests per change

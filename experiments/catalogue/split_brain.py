@@ -13,7 +13,7 @@ leader by its quorum link's delay; its watches fire when it applies a change.
 The finding, checked by `findings()` (and by `pytest -m split_brain`):
 
 - ZooKeeper era: each consumer computes the range split from the membership
-  its own server shows it (`legacy_zk/rebalance.py: read_view`); with a lagging
+  its own server shows it (`legacy_zk/view.py: read_view`); with a lagging
   follower, consumers in one round work from different views at once (a
   `view_divergence` above 1), and they disagree on who owns what: claims are
   refused (`owner_conflicts`) and attempts fail, more so and for longer as the

@@ -86,7 +86,7 @@ views_in_effect`, `stale_views`):
 
 **What to take from it.** Nobody coordinates a ZooKeeper-era rebalance:
 each consumer reacts to its own watch, reads the membership from its own
-server (`legacy_zk/rebalance.py: read_view`) and computes the range split
+server (`legacy_zk/view.py: read_view`) and computes the range split
 alone (`legacy_zk/partition_assignor.py`), so during a burst of changes the assignments in
 effect at one moment come from different memberships (views in a round above
 1 at every delay): each consumer claims the partitions *its* view gives it,

@@ -84,7 +84,7 @@ consumer keeps its own watch on `/consumers/<group>/ids`
 of them; each re-arms its watch at once (two reads), then runs the whole
 rebalance by itself (`legacy_zk/consumer.py: _synced_rebalance`): it reads the
 brokers twice, its own registration twice, the partitions and every member's
-registration (`legacy_zk/rebalance.py`: Kafka 0.8.2.2's reads, in its order
+registration (`legacy_zk/view.py`: Kafka 0.8.2.2's reads, in its order
 and number; N reads each, N² in all), releases and re-claims its owner znodes,
 and collides with the others while they do the same
 (`legacy_zk/ownership.py`: one owner conflict per refused partition, back-off

@@ -30,7 +30,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 NO_LEADER = -1
 
 
-def now_ms() -> int:
+def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -52,7 +52,7 @@ def _dump(obj: dict) -> bytes:
 
 def broker_registration(host: str, port: int, timestamp_ms: int | None = None) -> bytes:
     return _dump({"version": 1, "host": host, "port": port, "jmx_port": -1,
-                  "timestamp": str(timestamp_ms if timestamp_ms is not None else now_ms())})
+                  "timestamp": str(timestamp_ms if timestamp_ms is not None else wall_clock_ms())})
 
 
 def topic_assignment(replicas: dict[int, list[int]]) -> bytes:
@@ -69,7 +69,7 @@ def partition_state(leader: int, leader_epoch: int, isr: list[int], controller_e
 
 
 def controller_data(broker_id: int) -> bytes:
-    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(now_ms())})
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(wall_clock_ms())})
 
 
 def assign_replicas(partitions: int, brokers: list[int], replication_factor: int) -> dict[int, list[int]]:

@@ -51,7 +51,7 @@ from .zkclient import TracedZk
 @dataclass
 class View:
     members: list[str]
-    threads: dict[str, list[str]]  # topic -> sorted thread ids subscribed to it (consumersForTopic)
+    thread_ids: dict[str, list[str]]  # topic -> sorted thread ids subscribed to it (consumersForTopic)
     partitions: dict[str, list[int]]  # our topics -> sorted partitions (partitionsForTopic)
     brokers: dict[int, tuple[str, int]]
     cversion: int
