@@ -43,6 +43,11 @@ class Family:
     computes: str
     victim_link: str  # the link a `cut` blackholes: "zk" (its own ZooKeeper link) or "coordinator"
     stops_by: str  # what a graceful stop does, as the CLI tells the user
+    #: "module:function" every broker loads for this family (its coordinator), or None
+    broker_plugin: str | None = None
+    #: (brokers, group) -> (host, port) of the group's coordinator, for a `victim_link` "coordinator";
+    #: raises TimeoutError if none answers
+    find_coordinator: Callable[[list[tuple[str, int]], str], tuple[str, int]] | None = None
     #: the config that makes a consumer read from the start of the log (every produced record is one to process)
     from_beginning: dict[str, str] = field(default_factory=dict)
 
@@ -51,6 +56,8 @@ class Family:
                 or self.computes not in ("member", "leader"):
             raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk or coordinator, "
                              "computes member or leader")
+        if self.victim_link == "coordinator" and self.find_coordinator is None:
+            raise ValueError(f"family {self.name}: a coordinator victim link needs find_coordinator")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from lab_cluster.family import Family
 
 from .config import ConsumerConfig
 from .consumer import ModernConsumer
+from .lookup import wait_for_coordinator
 
 FAMILY = Family(
     "modern", "coordinator era (modern_coord)", "tab:blue", package="modern_coord",
@@ -23,4 +24,7 @@ FAMILY = Family(
                                                                          on_change=on_change),
     computes="leader", settled_state="stable", victim_link="coordinator",
     stops_by="committed, revoked and left the group (the Java client's close)",
+    # every broker hosts a coordinator, with Kafka's own defaults (`coordinator/service.py`)
+    broker_plugin="modern_coord.coordinator.service:install",
+    find_coordinator=lambda brokers, group: wait_for_coordinator(brokers, group, client_id="scenario")[1:],
     from_beginning={"auto.offset.reset": "earliest"})

@@ -82,3 +82,22 @@ def test_the_registry_is_what_specs_and_the_cross_check_read():
         TrialSpec("herd", "legacy", 2, 4, steps=("join", "crash"))
     with pytest.raises(LabError, match="needs it in a process of its own"):
         TrialSpec("zombie", "legacy", 2, 4, steps=("pause",))
+
+
+def test_a_parameter_belongs_to_the_set_up_or_to_a_step_of_the_trial():
+    spec = TrialSpec("zombie", "legacy", 2, 4, layout="spread", steps=("pause", "resume"), params={"hold_s": 7.5})
+    assert spec.param("hold_s") == 7.5 and spec.param("churn_gap_s") == 0.5  # given, and the churn step's default
+    with pytest.raises(LabError, match="for the step\\(s\\) churn, and this trial has none"):
+        TrialSpec("herd", "legacy", 2, 4, steps=("join", "leave"), params={"churn_gap_s": 0.25})
+    with pytest.raises(LabError, match="Unknown trial parameter 'hold_ms'"):
+        TrialSpec("zombie", "legacy", 2, 4, layout="spread", steps=("pause",), params={"hold_ms": 1})
+    with pytest.raises(LabError, match="needs an ensemble"):
+        TrialSpec("split_brain", "legacy", 2, 4, steps=("churn",), params={"follower_delay_ms": 500})
+
+
+def test_a_grid_row_carries_every_parameter_and_reads_back_as_the_same_spec():
+    spec = TrialSpec("split_brain", "modern", 3, 6, zk_servers=3, layout="spread", steps=("churn",),
+                     params={"follower_delay_ms": 1000, "churn_gap_s": 0.25})
+    row = spec.as_row()
+    assert (row["follower_delay_ms"], row["churn_gap_s"], row["hold_s"]) == (1000, 0.25, 0.0)
+    assert TrialSpec.from_row(row) == spec

@@ -50,7 +50,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
          ) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,
-                      variant=f"delay-{delay}", zk_servers=3, layout="spread", follower_delay_ms=delay,
+                      variant=f"delay-{delay}", zk_servers=3, layout="spread", params={"follower_delay_ms": delay},
                       steps=("churn",), converge_required=False, converge_limit_s=45.0)
             for delay in (delays or DELAYS_MS.values()) for design in designs
             for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]

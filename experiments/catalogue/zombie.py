@@ -65,7 +65,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, variant=variant,
-                      layout="spread", steps=steps, hold_s=HOLD_S, overrides=OVERRIDES[design],
+                      layout="spread", steps=steps, params={"hold_s": HOLD_S}, overrides=OVERRIDES[design],
                       converge_limit_s=60.0)
             for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
             for seed in range(seeds or p["seeds"])]

@@ -37,15 +37,19 @@ from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, Str
 from experiments import metrics
 from experiments.engine import store
 from experiments.engine.slots import machine_slot
-from experiments.engine.trial import TrialSpec, run_trial
+from experiments.engine.trial import PARAMS, TrialSpec, run_trial
 from lab_cluster.processes import honour_ctrl_c, proc_stat
 from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 from lab_cluster.zk import BackendRequest
 
 #: a spec's fields as Spark types; its tuples travel as JSON strings (`TrialSpec.as_row`)
 _SPARK_TYPES = {"str": StringType(), "int": LongType(), "float": DoubleType(), "bool": BooleanType()}
-#: the grid's schema, derived from `TrialSpec` (one row per trial, in `as_row`'s order, then its id)
-GRID_SCHEMA = StructType([StructField(f.name, _SPARK_TYPES.get(f.type, StringType())) for f in fields(TrialSpec)]
+#: the grid's schema, derived from `TrialSpec` (one row per trial, in `as_row`'s order: its fields, each
+#: parameter, then its id)
+GRID_SCHEMA = StructType([StructField(f.name, _SPARK_TYPES.get(f.type, StringType())) for f in fields(TrialSpec)
+                          if f.name != "params"]
+                         + [StructField(name, LongType() if isinstance(default, int) else DoubleType())
+                            for name, default in PARAMS.items()]
                          + [StructField("trial", StringType())])
 RESULT_SCHEMA = StructType([
     StructField("trial", StringType()), StructField("status", StringType()), StructField("reason", StringType()),

@@ -20,14 +20,15 @@ the group has converged on that membership.
 (no session or link is harmed), so the cross-check with the servers judges it
 (`metrics.cross_check`). `holds`: after the group converged without the victim,
 the scenario waits `hold_s` more, so the survivors process (and commit) what
-the victim had. A new step is one entry in `STEPS` (`tests/test_steps.py` plans
-them against a recording stage).
+the victim had. `params`: the knobs a step takes from its trial
+(`TrialSpec.params`), with their defaults. A new step is one entry in `STEPS`
+(`tests/test_steps.py` plans them against a recording stage).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 #: the consumer the fault steps are about (started in its own process: `layout="spread"`)
@@ -65,6 +66,7 @@ class Step:
     plan: Callable[[Stage, list[str]], Plan]
     membership_change: bool = False
     holds: bool = False
+    params: dict[str, float] = field(default_factory=dict)  # {name: default}
 
 
 def _joiner(stage: Stage, k: int) -> str:
@@ -108,10 +110,13 @@ def _need_victim(stage: Stage, step: str) -> None:
 STEPS: dict[str, Step] = {s.name: s for s in (
     Step("join", "a new consumer starts in its own process", _join, membership_change=True),
     Step("leave", "the newest joiner stops gracefully", _leave, membership_change=True),
-    Step("churn", "one joins, another joins, the first leaves, churn_gap_s apart", _churn, membership_change=True),
-    Step("pause", "SIGSTOP the victim past its session timeout", _victim_away("pause"), holds=True),
+    Step("churn", "one joins, another joins, the first leaves, churn_gap_s apart", _churn, membership_change=True,
+         params={"churn_gap_s": 0.5}),
+    Step("pause", "SIGSTOP the victim past its session timeout", _victim_away("pause"), holds=True,
+         params={"hold_s": 0.0}),
     Step("resume", "SIGCONT the victim", _victim_back("resume")),
-    Step("cut", "blackhole the victim's link to ZooKeeper or to its coordinator", _victim_away("cut"), holds=True),
+    Step("cut", "blackhole the victim's link to ZooKeeper or to its coordinator", _victim_away("cut"), holds=True,
+         params={"hold_s": 0.0}),
     Step("heal", "let the victim's link pass again", _victim_back("heal")),
 )}
 

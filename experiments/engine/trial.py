@@ -19,14 +19,14 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
    (its connect string names that server only: a real 0.8 consumer listed
    every server and its client picked one at random; pinning makes the spread
    the same in every trial). It waits until the group has converged
-   (`GroupWatch`), then, if `follower_delay_ms` > 0, delays one follower's
+   (`GroupWatch`), then, if the parameter `follower_delay_ms` is above 0 (`TrialSpec.params`), delays one follower's
    quorum link to the leader (a `quorum_delay` fault) until the end;
 3. runs each step: records `zk_server_counters` (the servers' `mntr`, summed),
    records the `change`, does it, waits until the group has converged on its
    new membership or the limit has passed, waits `settle_s`, and records the
    server counters again. The steps (`join`, `leave`, `churn`, `pause`,
    `resume`, `cut`, `heal`) and the membership each leads to are registered
-   in `steps.py`; after `pause` and `cut` the scenario holds `hold_s` beyond
+   in `steps.py`; after `pause` and `cut` the scenario holds (parameter) `hold_s` beyond
    convergence, so that the survivors process (and commit) what the victim had;
 4. records `end` and stops everything (consumers first, then the producer,
    brokers, fault proxies and ZooKeeper), on success, failure and Ctrl-C alike.
@@ -69,22 +69,28 @@ from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metad
 from lab_cluster.consumer_host import actor_names
 from lab_cluster.errors import LabError
 from lab_cluster.faultproxy import Mode
+from lab_cluster.family import Family
 from lab_cluster.faults import Faults, Link, zk_link
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.zk import BackendRequest, provision
-from modern_coord.lookup import wait_for_coordinator
 
 TOPIC = "t"
 GROUP = "lab-group"
-#: Every broker hosts a group coordinator; the only departure from Kafka's broker defaults is none:
-#: `offsets.topic.num.partitions` 50 and `group.initial.rebalance.delay.ms` 3000 are Kafka's own.
-COORDINATOR_PLUGIN = "modern_coord.coordinator.service:install"
+#: What every broker hosts besides the ZooKeeper-era broker: each family's plug-in (the coordinator era's
+#: group coordinator, as every Kafka 0.9+ broker hosts one whoever its clients are)
+BROKER_PLUGINS = tuple(f.broker_plugin for f in FAMILIES.values() if f.broker_plugin)
 #: The `mntr` counters recorded around every change (the cross-check's server side).
 SERVER_COUNTERS = ("zk_packets_received", "zk_packets_sent", "zk_watch_count", "zk_num_alive_connections",
                    "zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                    "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
 LAYOUTS = ("shared", "spread")
+#: the knobs of a trial's set-up that an experiment may turn (`TrialSpec.params`), with their defaults:
+#: `follower_delay_ms`, one follower's quorum link to the leader delayed by this much, each way, from the
+#: first step on (split brain)
+SETUP_PARAMS: dict[str, float] = {"follower_delay_ms": 0}
+#: every parameter a trial may be given, with its default: the set-up's, then each step's (`Step.params`)
+PARAMS: dict[str, float] = {**SETUP_PARAMS, **{k: v for step in STEPS.values() for k, v in step.params.items()}}
 
 
 def host_ready_timeout_s(count: int) -> float:
@@ -116,14 +122,13 @@ class TrialSpec:
     variant: str = ""
     zk_servers: int = 1
     layout: str = "shared"
-    #: one follower's quorum link to the leader is delayed by this much, each way, from the first step on
-    follower_delay_ms: int = 0
-    churn_gap_s: float = 0.5
-    #: how long a paused or cut-off victim stays so after the group has converged without it
-    hold_s: float = 0.0
     converge_required: bool = True
+    #: the experiment's own knobs, {name: value} among `PARAMS` (the set-up's and its steps'); a
+    #: parameter not given takes its default. Kept as sorted pairs, so that a spec stays hashable.
+    params: tuple[tuple[str, float], ...] | dict[str, float] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "params", tuple(sorted(dict(self.params).items())))
         if self.design not in FAMILIES:
             raise LabError(f"Unknown design {self.design!r}.", f"Use one of: {', '.join(FAMILIES)}.")
         if self.consumers < 1 or self.partitions < 1:
@@ -136,8 +141,19 @@ class TrialSpec:
             raise LabError(f"Unknown layout {self.layout!r}.", f"Use one of: {', '.join(LAYOUTS)}.")
         if self.layout == "shared" and FAULT_STEPS & set(self.steps):
             raise LabError("A fault on the victim c1 needs it in a process of its own.", 'Use layout="spread".')
-        if self.follower_delay_ms and self.zk_servers < 3:
+        for name, _ in self.params:
+            if name not in PARAMS:
+                raise LabError(f"Unknown trial parameter {name!r}.", f"Use one of: {', '.join(PARAMS)}.")
+            takers = [s for s in STEPS if name in STEPS[s].params]
+            if name not in SETUP_PARAMS and not set(takers) & set(self.steps):
+                raise LabError(f"The parameter {name} is for the step(s) {', '.join(takers)}, and this trial has "
+                               f"none ({', '.join(self.steps)}).", f"Drop {name}, or add such a step.")
+        if self.param("follower_delay_ms") and self.zk_servers < 3:
             raise LabError("A follower's quorum link needs an ensemble.", "Use zk_servers=3 with follower_delay_ms.")
+
+    def param(self, name: str) -> float:
+        """The value of one of `PARAMS` in this trial: the one it was given, else the default."""
+        return dict(self.params).get(name, PARAMS[name])
 
     @property
     def phases(self) -> int:
@@ -151,10 +167,13 @@ class TrialSpec:
                 f"-r{self.repetition}")
 
     def as_row(self) -> dict:
-        """The spec as flat values (lists as JSON), with its `trial` id: a grid row, a line of grid.json."""
+        """The spec as flat values (lists as JSON), every parameter a column of its own (its value or default),
+        with its `trial` id: a grid row, a line of grid.json."""
         row = asdict(self)
+        del row["params"]
         row["overrides"] = json.dumps(list(self.overrides))
         row["steps"] = json.dumps(list(self.steps))
+        row.update({name: self.param(name) for name in PARAMS})
         row["trial"] = self.trial_id
         return row
 
@@ -163,6 +182,7 @@ class TrialSpec:
         values = dict(row)
         values["overrides"] = tuple(json.loads(values["overrides"]))
         values["steps"] = tuple(json.loads(values["steps"]))
+        values["params"] = {name: values[name] for name in PARAMS if values.get(name, PARAMS[name]) != PARAMS[name]}
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
 
@@ -247,10 +267,10 @@ class _Scenario:
             for name in members:
                 self._start_member(name)
         self._wait_converged(members, since_ns=0, what="the initial group")
-        if spec.follower_delay_ms:
+        if spec.param("follower_delay_ms"):
             leader = zk.leader()
             follower = zk.followers()[0]
-            self.faults.quorum_delay(zk, follower.sid, leader.sid, spec.follower_delay_ms)
+            self.faults.quorum_delay(zk, follower.sid, leader.sid, int(spec.param("follower_delay_ms")))
             self.stack.callback(lambda: zk.quorum_link(follower.sid, leader.sid).set_mode(Mode.PASS))
         for index, step in enumerate(spec.steps, start=1):
             self.progress(f"step {index}: {step}", 2 + index)
@@ -270,26 +290,26 @@ class _Scenario:
 
     def _broker(self, broker_id: int) -> BrokerProcess:
         broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
-                               session_timeout_ms=6000, plugins=(COORDINATOR_PLUGIN,))
+                               session_timeout_ms=6000, plugins=BROKER_PLUGINS)
         self.stack.callback(broker.stop)
         return broker
 
     def _victim_link(self) -> Link:
-        """The victim's own path to ZooKeeper (legacy) or to its coordinator (modern), for `cut` and `heal`."""
-        if FAMILIES[self.spec.design].victim_link == "zk":
+        """The victim's own path to ZooKeeper or to its coordinator (`Family.victim_link`), for `cut` and `heal`."""
+        family = FAMILIES[self.spec.design]
+        if family.victim_link == "zk":
             link = zk_link(self.zk, f"{VICTIM}-zk")
         else:
-            link = Link(f"{VICTIM}-coordinator", [self._find_coordinator()])
+            link = Link(f"{VICTIM}-coordinator", [self._find_coordinator(family)])
         self.stack.callback(link.close)
         return link
 
-    def _find_coordinator(self) -> tuple[str, int]:
+    def _find_coordinator(self, family: Family) -> tuple[str, int]:
         brokers = [(h, int(p)) for h, p in (b.split(":") for b in self.bootstrap.split(","))]
         try:
-            _, host, port = wait_for_coordinator(brokers, GROUP, client_id="scenario")
+            return family.find_coordinator(brokers, GROUP)
         except TimeoutError as exc:
             raise TrialFailed(str(exc)) from None
-        return host, port
 
     def _consumers(self, name: str, count: int, address: str | None = None,
                    extra: dict[str, str] | None = None) -> LabProcess:
@@ -361,7 +381,7 @@ class _Scenario:
         plan.act()
         self._wait_converged(plan.after, since_ns=since, what=f"step {index} ({step})", index=index)
         if STEPS[step].holds:
-            time.sleep(spec.hold_s)
+            time.sleep(spec.param("hold_s"))
         time.sleep(spec.settle_s)
         self._server_counters(index, "after")
         return plan.after
@@ -379,9 +399,9 @@ class _Scenario:
 
     def churn(self) -> None:
         first = self.join()
-        time.sleep(self.spec.churn_gap_s)
+        time.sleep(self.spec.param("churn_gap_s"))
         self.join()
-        time.sleep(self.spec.churn_gap_s)
+        time.sleep(self.spec.param("churn_gap_s"))
         self.leave(first)
 
     def _wait_converged(self, members: list[str], since_ns: int, what: str, index: int = 0) -> None:
