@@ -16,14 +16,12 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from rich.console import Console
 
+from experiments.engine.families import BROKER_PLUGINS
 from lab_cluster.broker.admin import BrokerProcess, broker_addresses, create_topic, wait_for_metadata
 from lab_cluster.cleanup import make_temp_dir
 from lab_cluster.errors import LabError
 from lab_cluster.processes import LabProcess
 from lab_cluster.zk import provision
-
-#: Brokers host the coordinator-era group coordinator, as Kafka 0.9+ brokers do.
-COORDINATOR_PLUGIN = "modern_coord.coordinator.service:install"
 
 
 def add_parser(sub) -> None:
@@ -63,7 +61,7 @@ def run(args, stop: threading.Event | None = None) -> int:
                 for i in range(1, args.brokers + 1):
                     brokers.append(BrokerProcess(i, zk.connect, trial_dir,
                                                  session_timeout_ms=args.session_timeout_ms,
-                                                 plugins=(COORDINATOR_PLUGIN,)))
+                                                 plugins=BROKER_PLUGINS))
                 create_topic(client, topic, partitions, [b.broker_id for b in brokers])
                 leaders = wait_for_metadata(client, topic, partitions)
             if args.rate > 0:

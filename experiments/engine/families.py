@@ -13,3 +13,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     legacy_zk.FAMILY,
     modern_coord.FAMILY,
 )}
+
+#: what every broker hosts besides the ZooKeeper-era broker: each family's plug-in (the coordinator era's
+#: group coordinator, as every Kafka 0.9+ broker hosts one whoever its clients are)
+BROKER_PLUGINS: tuple[str, ...] = tuple(f.broker_plugin for f in FAMILIES.values() if f.broker_plugin)

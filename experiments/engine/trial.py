@@ -61,15 +61,15 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from experiments.engine.families import FAMILIES
+from experiments.engine.families import BROKER_PLUGINS, FAMILIES
 from experiments.engine.group_watch import GroupWatch
 from experiments.engine.steps import FAULT_STEPS, STEPS, VICTIM, StepImpossible
 from lab_cluster import fourlw
 from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
 from lab_cluster.consumer_host import actor_names
 from lab_cluster.errors import LabError
-from lab_cluster.faultproxy import Mode
 from lab_cluster.family import Family
+from lab_cluster.faultproxy import Mode
 from lab_cluster.faults import Faults, Link, zk_link
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
@@ -77,9 +77,6 @@ from lab_cluster.zk import BackendRequest, provision
 
 TOPIC = "t"
 GROUP = "lab-group"
-#: What every broker hosts besides the ZooKeeper-era broker: each family's plug-in (the coordinator era's
-#: group coordinator, as every Kafka 0.9+ broker hosts one whoever its clients are)
-BROKER_PLUGINS = tuple(f.broker_plugin for f in FAMILIES.values() if f.broker_plugin)
 #: The `mntr` counters recorded around every change (the cross-check's server side).
 SERVER_COUNTERS = ("zk_packets_received", "zk_packets_sent", "zk_watch_count", "zk_num_alive_connections",
                    "zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
