@@ -100,6 +100,6 @@ def read_view(zk: TracedZk, watches: GroupWatches, trace: TraceRecorder, group: 
     watches.children(ids)  # `getConsumersInGroup`: the ids once more
     view = View(sorted(members), {t: sorted(ids) for t, ids in threads.items()}, partitions, brokers,
                 stat.cversion, stat.pzxid)
-    trace.record("view", members=view.members, cversion=view.cversion, zxid=view.pzxid,
+    trace.record("view", members=view.members, cversion=view.cversion, pzxid=view.pzxid,
                  brokers=sorted(brokers), partitions={t: len(p) for t, p in partitions.items()})
     return view
