@@ -37,7 +37,8 @@ Before any state rule: a member id the group does not know gets
 UNKNOWN_MEMBER_ID, and a generation other than the group's gets
 ILLEGAL_GENERATION. That is the fencing that stops a zombie.
 
-Timers (`Scheduler` keys): ``("join", g)`` the rebalance (or initial delay),
+Timers (`Scheduler` keys): ``("join", g)`` the rebalance (or initial delay;
+what it does when it fires is the group's `DelayedJoin`, `group.py`),
 ``("sync", g)`` the sync timeout, ``("heartbeat", g, m)`` a member's session,
 ``("pending", g, m)`` a member id handed out but not yet used. A member whose
 JoinGroup or SyncGroup is held open is kept alive by it, except a new member
@@ -69,7 +70,7 @@ from dataclasses import dataclass
 from lab_cluster.java_hash import group_partition
 from lab_cluster.wire import ErrorCode
 
-from .group import Group, GroupState, Member, Respond
+from .group import DelayedJoin, Group, GroupState, Member, Respond
 from .scheduler import Scheduler
 
 PROTOCOL_TYPE = "consumer"
@@ -107,6 +108,29 @@ class CoordinatorConfig:
         return config
 
 
+@dataclass(frozen=True)
+class JoinRequest:
+    """A JoinGroup request's fields, parsed: the parameters of Kafka's `handleJoinGroup`."""
+
+    group_id: str
+    member_id: str            # "" for a member that has no id yet
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int  # defaults to the session timeout (JoinGroup v0 had none)
+    protocol_type: object      # as sent; only "consumer" is served
+    protocols: list[tuple[str, dict]]  # (assignor name, subscription metadata), in preference order
+
+    @classmethod
+    def parse(cls, request: dict) -> JoinRequest:
+        """Raises KeyError, TypeError or ValueError when a field is missing or malformed."""
+        session_ms = int(request["session_timeout_ms"])
+        return cls(group_id=request.get("group_id"), member_id=request.get("member_id", ""),
+                   client_id=str(request.get("client_id", "")), session_timeout_ms=session_ms,
+                   rebalance_timeout_ms=int(request.get("rebalance_timeout_ms", session_ms)),
+                   protocol_type=request.get("protocol_type", PROTOCOL_TYPE),
+                   protocols=[(str(p["name"]), dict(p.get("metadata") or {})) for p in request["protocols"]])
+
+
 def answer(error: ErrorCode = ErrorCode.NONE, message: str = "", **fields) -> dict:
     out = {"error_code": int(error), "error": error.name, **fields}
     if message:
@@ -142,8 +166,6 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.partitions: dict[int, str] = {}  # offsets partition -> "loading" | "active"
-        self._join_timer_kind: dict[str, str] = {}
-        self._initial_remaining_ms: dict[str, int] = {}
 
     # -- which groups this coordinator serves -------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -206,75 +228,112 @@ class GroupCoordinator:
                     member.answer_sync(answer(ErrorCode.NOT_COORDINATOR))
                     self.timers.cancel(("heartbeat", group_id, member.member_id))
                 self.timers.cancel(("join", group_id))
+                group.delayed_join = None  # the join timer's state goes with the timer
                 self.timers.cancel(("sync", group_id))
                 self.offsets.pop(group_id, None)
 
     # -- JoinGroup ------------------------------------------------------------------------
     def join_group(self, request: dict, respond: Respond) -> None:
+        """JoinGroup: Kafka's `handleJoinGroup`.
+
+        The checks every JoinGroup goes through come first, in Kafka's order
+        (this coordinator serves the group, the request is well formed, the
+        protocol type, the session timeout's bounds, the group exists or may
+        be created, it is not Dead, it supports one of the member's
+        protocols). Then a member without an id is handed one
+        (`_join_unknown_member`), and a member with an id joins
+        (`_join_known_member`).
+        """
         with self.lock:
-            group_id = request.get("group_id")
             member_id = request.get("member_id", "")
-            err = self.owner_error(group_id)
+            err = self.owner_error(request.get("group_id"))  # Kafka's validateGroupStatus
             if err is not None:
                 return respond(self._join_error(err, member_id))
             try:
-                session_ms = int(request["session_timeout_ms"])
-                rebalance_ms = int(request.get("rebalance_timeout_ms", session_ms))
-                protocols = [(str(p["name"]), dict(p.get("metadata") or {})) for p in request["protocols"]]
-                client_id = str(request.get("client_id", ""))
+                join = JoinRequest.parse(request)
             except (KeyError, TypeError, ValueError):
                 return respond(self._join_error(ErrorCode.INVALID_REQUEST, member_id,
                                                 "JoinGroup needs session_timeout_ms and protocols "
                                                 "[{name, metadata}]"))
-            if request.get("protocol_type", PROTOCOL_TYPE) != PROTOCOL_TYPE or not protocols:
+            if join.protocol_type != PROTOCOL_TYPE or not join.protocols:
                 return respond(self._join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
-            if not self.config.group_min_session_timeout_ms <= session_ms <= self.config.group_max_session_timeout_ms:
+            if not (self.config.group_min_session_timeout_ms <= join.session_timeout_ms
+                    <= self.config.group_max_session_timeout_ms):
                 return respond(self._join_error(
                     ErrorCode.INVALID_SESSION_TIMEOUT, member_id,
-                    f"session.timeout.ms={session_ms} is outside [{self.config.group_min_session_timeout_ms}, "
-                    f"{self.config.group_max_session_timeout_ms}] (group.min/max.session.timeout.ms)"))
-            group = self.groups.get(group_id)
+                    f"session.timeout.ms={join.session_timeout_ms} is outside "
+                    f"[{self.config.group_min_session_timeout_ms}, {self.config.group_max_session_timeout_ms}] "
+                    f"(group.min/max.session.timeout.ms)"))
+            group = self.groups.get(join.group_id)
             if group is None:
+                # Kafka creates the group only for a member without an id; an id for an unknown group is rejected
                 if member_id:
                     return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-                group = self.groups[group_id] = Group(group_id)
+                group = self.groups[join.group_id] = Group(join.group_id)
+            # Kafka makes these two checks first thing in both doUnknownJoinGroup and doJoinGroup
             if group.state is GroupState.DEAD:
                 return respond(self._join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
-            if not group.supports(protocols):
+            if not group.supports(join.protocols):
                 return respond(self._join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
-            if not member_id:
-                # JoinGroup v4+: hand out an id and ask the member to come back with it.
-                new_id = f"{client_id or 'consumer'}-{uuid.uuid4()}"
-                group.pending_members.add(new_id)
-                self.timers.schedule(("pending", group_id, new_id), session_ms,
-                                     lambda: self._expire_pending(group, new_id))
-                return respond(self._join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
-            if member_id in group.pending_members:
-                self.timers.cancel(("pending", group_id, member_id))
-                member = Member(member_id, client_id, session_ms, rebalance_ms, protocols)
-                self._add_member_and_rebalance(group, member, respond)
-            elif member_id not in group.members:
-                return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+            if member_id:
+                self._join_known_member(group, join, respond)
             else:
-                member = group.members[member_id]
-                changed = member.protocols != protocols
-                member.session_timeout_ms, member.rebalance_timeout_ms = session_ms, rebalance_ms
-                if group.state is GroupState.PREPARING_REBALANCE:
-                    self._update_member_and_rebalance(group, member, protocols, respond)
-                elif group.state is GroupState.COMPLETING_REBALANCE:
-                    if changed:
-                        self._update_member_and_rebalance(group, member, protocols, respond)
-                    else:
-                        respond(self._join_result(group, member))
-                elif group.state is GroupState.STABLE:
-                    if group.is_leader(member_id) or changed:
-                        self._update_member_and_rebalance(group, member, protocols, respond)
-                    else:
-                        respond(self._join_result(group, member))
-                else:
-                    return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                self._join_unknown_member(group, join, respond)
+
+    def _join_unknown_member(self, group: Group, join: JoinRequest, respond: Respond) -> None:
+        """A JoinGroup without a member id: Kafka's `doUnknownJoinGroup` (`doNewMemberJoinGroup` in Kafka 3.x).
+
+        JoinGroup v4+ (`requireKnownMemberId`): the coordinator hands out an id,
+        keeps it pending for one session timeout, and answers MEMBER_ID_REQUIRED
+        so that the member comes back with it. The group itself does not change
+        yet; a pending id holds up the completion of a join in progress.
+        """
+        new_id = f"{join.client_id or 'consumer'}-{uuid.uuid4()}"
+        group.pending_members.add(new_id)
+        self.timers.schedule(("pending", group.group_id, new_id), join.session_timeout_ms,
+                             lambda: self._expire_pending(group, new_id))
+        respond(self._join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
+
+    def _join_known_member(self, group: Group, join: JoinRequest, respond: Respond) -> None:
+        """A JoinGroup with a member id: Kafka's `doJoinGroup` (`doCurrentMemberJoinGroup` in Kafka 3.x).
+
+        A pending id (handed out by `_join_unknown_member`) becomes a member and
+        the group rebalances. A current member either gets the current
+        generation's result again (nothing changed) or, by state, is held for
+        the rebalance it starts or joins. An id the group does not know gets
+        UNKNOWN_MEMBER_ID: the member resets it and joins again without one.
+        """
+        member_id = join.member_id
+        if member_id in group.pending_members:
+            self.timers.cancel(("pending", group.group_id, member_id))
+            member = Member(member_id, join.client_id, join.session_timeout_ms, join.rebalance_timeout_ms,
+                            join.protocols)
+            self._add_member_and_rebalance(group, member, respond)
+        elif member_id not in group.members:
+            return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        else:
+            member = group.members[member_id]
+            changed = member.protocols != join.protocols
+            member.session_timeout_ms, member.rebalance_timeout_ms = join.session_timeout_ms, join.rebalance_timeout_ms
             if group.state is GroupState.PREPARING_REBALANCE:
-                self._try_complete_join(group)
+                self._update_member_and_rebalance(group, member, join.protocols, respond)
+            elif group.state is GroupState.COMPLETING_REBALANCE:
+                if changed:
+                    self._update_member_and_rebalance(group, member, join.protocols, respond)
+                else:  # Kafka: it may have missed the JoinGroup answer; give it the current generation again
+                    respond(self._join_result(group, member))
+            elif group.state is GroupState.STABLE:
+                # Kafka: the leader's JoinGroup forces a rebalance, so it can react to changes its
+                # subscription does not show (a topic gained partitions)
+                if group.is_leader(member_id) or changed:
+                    self._update_member_and_rebalance(group, member, join.protocols, respond)
+                else:
+                    respond(self._join_result(group, member))
+            else:  # Empty (Dead was answered before): unexpected; the member resets and rejoins
+                return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        # Kafka's handleJoinGroup, after doJoinGroup: "attempt to complete JoinGroup" (every member may be in now)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
 
     @staticmethod
     def _join_error(error: ErrorCode, member_id: str, message: str = "") -> dict:
@@ -290,7 +349,7 @@ class GroupCoordinator:
         member.awaiting_join = respond
         member.is_new = True
         if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
-            group.new_member_added = True
+            group.delayed_join.new_member_added = True  # the initial delay will wait once more
         group.add(member)
         self._heartbeat_deadline(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self.on_event("member_added", group=group.group_id, member=member.member_id)
@@ -315,42 +374,49 @@ class GroupCoordinator:
                 m.answer_sync(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
         rebalance_ms = group.rebalance_timeout_ms()
         if group.state is GroupState.EMPTY:
+            # Kafka's InitialDelayedJoin: wait for more members before the first generation
             delay = self.config.group_initial_rebalance_delay_ms
-            self._join_timer_kind[group.group_id] = "initial"
-            self._initial_remaining_ms[group.group_id] = max(rebalance_ms - delay, 0)
+            group.delayed_join = DelayedJoin(initial=True, remaining_ms=max(rebalance_ms - delay, 0))
         else:
-            delay = rebalance_ms
-            self._join_timer_kind[group.group_id] = "join"
+            delay = rebalance_ms  # Kafka's DelayedJoin: the rebalance timeout
+            group.delayed_join = DelayedJoin(initial=False)
         self._set_state(group, GroupState.PREPARING_REBALANCE, reason=reason)
         self.timers.schedule(("join", group.group_id), delay, lambda: self._join_timer_expired(group))
 
     def _join_timer_expired(self, group: Group) -> None:
-        if self._join_timer_kind.get(group.group_id) == "initial":
-            remaining = self._initial_remaining_ms[group.group_id]
-            if group.new_member_added and remaining > 0:
-                # Kafka's InitialDelayedJoin: a member joined during the delay, so wait once more.
-                group.new_member_added = False
-                delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
-                self._initial_remaining_ms[group.group_id] = max(remaining - delay, 0)
-                self.timers.schedule(("join", group.group_id), delay, lambda: self._join_timer_expired(group))
-                return
+        """The join timer fired: Kafka's `DelayedJoin.onComplete` (or `InitialDelayedJoin.onComplete`)."""
+        pending = group.delayed_join
+        delay = pending.wait_again_ms(self.config.group_initial_rebalance_delay_ms) if pending is not None else None
+        if delay is not None:  # a member joined during the initial delay, and the budget allows another
+            self.timers.schedule(("join", group.group_id), delay, lambda: self._join_timer_expired(group))
+            return
         self._complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
-        if self._join_timer_kind.get(group.group_id) == "join" and group.has_all_members_joined():
+        """Kafka's `DelayedJoin.tryComplete`: complete early once every member has rejoined.
+
+        Never during the initial delay (`InitialDelayedJoin.tryComplete` is false).
+        """
+        pending = group.delayed_join
+        if pending is not None and pending.may_complete_early() and group.has_all_members_joined():
             self.timers.cancel(("join", group.group_id))
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
+        """Kafka's `onCompleteJoin`: members that did not rejoin are removed, the next generation begins.
+
+        Reached when the join timer fires (`_join_timer_expired`), or early
+        through `_try_complete_join`, which JoinGroup, a member's removal and a
+        pending member id's expiry or LeaveGroup call.
+        """
         if group.state is not GroupState.PREPARING_REBALANCE:
             return
-        self._join_timer_kind.pop(group.group_id, None)
+        group.delayed_join = None
         for member in group.not_yet_rejoined():
             self.timers.cancel(("heartbeat", group.group_id, member.member_id))
             group.remove(member.member_id)
             self.on_event("member_removed", group=group.group_id, member=member.member_id,
                           reason="did not rejoin within the rebalance timeout")
-        group.new_member_added = False
         was = group.state
         group.init_next_generation()
         self._state_event(group, was, "join complete")

@@ -17,6 +17,10 @@ A member is in the group from its JoinGroup (with the member id the
 coordinator gave it) until it leaves, its session times out, or a rebalance
 completes without it. While a rebalance is prepared, a member "awaits join"
 (its JoinGroup is held open); after it, "awaits sync".
+
+While the group is PreparingRebalance, its join timer runs, and what that
+timer will do when it fires is kept on the group, in `Group.delayed_join`
+(a `DelayedJoin`; None when no join timer runs).
 """
 
 from __future__ import annotations
@@ -88,6 +92,59 @@ class InvalidTransition(Exception):
 
 
 @dataclass
+class DelayedJoin:
+    """The join timer that is running (`Scheduler` key ``("join", group)``), and what it does when it fires.
+
+    Kafka keeps it in the join purgatory as one of two operations:
+
+    - `DelayedJoin` (``initial=False``): the rebalance timeout of a group that
+      had members. It completes the join early as soon as every member has
+      rejoined (Kafka's `tryComplete`), else when it fires.
+    - `InitialDelayedJoin` (``initial=True``): the group was Empty, so it waits
+      `group.initial.rebalance.delay.ms` for more members before the first
+      generation, and never completes early. If a member joined during the
+      delay (`new_member_added`, Kafka's `GroupMetadata.newMemberAdded`), it
+      waits once more, out of what is left of the rebalance timeout
+      (`remaining_ms`).
+
+    A rebalance timeout of 8 s and a delay of 3 s leave 5 s for further
+    delays; members keep arriving, so each delay is followed by another until
+    the budget is spent::
+
+        >>> pending = DelayedJoin(initial=True, remaining_ms=8_000 - 3_000)
+        >>> waits = []
+        >>> for _ in range(4):
+        ...     pending.new_member_added = True
+        ...     waits.append(pending.wait_again_ms(3_000))
+        >>> waits
+        [3000, 2000, None, None]
+        >>> DelayedJoin(initial=True, remaining_ms=5_000).wait_again_ms(3_000) is None  # nobody joined: complete
+        True
+    """
+
+    initial: bool
+    remaining_ms: int = 0           # InitialDelayedJoin only: the rebalance timeout's budget for further delays
+    new_member_added: bool = False  # InitialDelayedJoin only: a member was added during the current delay
+
+    def may_complete_early(self) -> bool:
+        """Kafka's `tryComplete`: a DelayedJoin completes once every member has rejoined; the initial one waits."""
+        return not self.initial
+
+    def wait_again_ms(self, configured_delay_ms: int) -> int | None:
+        """When the timer fires: how long to wait once more, or None to complete the join now.
+
+        Kafka's `InitialDelayedJoin.onComplete`: another delay (at most what is
+        left of the budget) only if a member was added during this one.
+        """
+        if not (self.initial and self.new_member_added and self.remaining_ms > 0):
+            return None
+        delay = min(configured_delay_ms, self.remaining_ms)
+        self.new_member_added = False
+        self.remaining_ms = max(self.remaining_ms - delay, 0)
+        return delay
+
+
+@dataclass
 class Group:
     group_id: str
     state: GroupState = GroupState.EMPTY
@@ -98,7 +155,7 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
     pending_sync: set[str] = field(default_factory=set)  # given this generation, no SyncGroup yet
-    new_member_added: bool = False
+    delayed_join: DelayedJoin | None = None  # the join timer's state while PreparingRebalance
 
     def transition(self, to: GroupState) -> GroupState:
         if self.state not in to.valid_previous:
