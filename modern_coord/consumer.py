@@ -8,16 +8,16 @@ Two threads, as in the Java client since 0.10.1:
 - the **heartbeat thread** sends Heartbeat every `heartbeat.interval.ms`
   (timing in `heartbeat.py`) while the member has a generation
   (COMPLETING_REBALANCE or STABLE), and turns each answer into a request to
-  the poll loop (`_on_heartbeat_answer`, as the Java client's
-  `HeartbeatResponseHandler`): rejoin on REBALANCE_IN_PROGRESS, but only when
-  STABLE (one that arrives mid-rebalance belongs to the rebalance already
-  under way); reset and rejoin on ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, but
-  only if the generation the heartbeat was sent under is still the current one
-  (else the answer is stale and ignored); find the coordinator again on
-  NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or no answer for a whole session,
-  looking it up itself as Java's heartbeat thread does. When the application
-  has not polled for `max.poll.interval.ms`, it leaves the group (LeaveGroup,
-  generation and member id reset, heartbeats stop) so that the others can go on.
+  the poll loop (`_handle_heartbeat_response`, as the Java client's
+  `HeartbeatResponseHandler`, by the error policy below). An answer that
+  belongs to the past is ignored (and counts as answered): a
+  REBALANCE_IN_PROGRESS while the member is not STABLE belongs to the
+  rebalance already under way, and ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID
+  for a generation other than the current one is stale. With no answer for a
+  whole session it finds the coordinator again, looking it up itself as
+  Java's heartbeat thread does. When the application has not polled for
+  `max.poll.interval.ms`, it leaves the group (LeaveGroup, generation and
+  member id reset, heartbeats stop) so that the others can go on.
 
 One rebalance, as this member lives it (states in `member.py`)::
 
@@ -31,6 +31,50 @@ One rebalance, as this member lives it (states in `member.py`)::
                                    on SyncGroup success), so requests made during the rebalance are absorbed
     then, in the poll loop      -> start positions: OffsetFetch, else auto.offset.reset (ListOffsets);
                                    a failure is retried after retry.backoff.ms, never a reason to rejoin
+
+Each answer has one handler (kafka-python's `coordinator/base.py`):
+`_handle_find_coordinator_response`, `_handle_join_response`,
+`_handle_sync_response`, `_handle_heartbeat_response`,
+`_handle_commit_response`, `_handle_leave_response`, and
+`_update_fetch_positions` for OffsetFetch. What an error makes the member do
+is decided in one place, `error_action(api, error)`; `_act_on` does it::
+
+    answer                        FindCoord.  JoinGroup,SyncGroup  Heartbeat   OffsetCommit  OffsetFetch
+    NONE                          proceed     proceed              proceed     proceed       proceed
+    NOT_COORDINATOR,
+      COORDINATOR_NOT_AVAILABLE   retry       rediscover           rediscover  rediscover *  rediscover
+    no answer                     next broker retry **             rediscover  retry * **    retry **
+    ILLEGAL_GENERATION,
+      UNKNOWN_MEMBER_ID           retry       reset                reset       reset         retry
+    REBALANCE_IN_PROGRESS         retry       rejoin               rejoin      rejoin        retry
+    MEMBER_ID_REQUIRED            retry       rejoin (its new id)  retry       fail          retry
+    COORDINATOR_LOAD_IN_PROGRESS  retry       retry                retry       retry *       retry
+    INCONSISTENT_GROUP_PROTOCOL,
+      INVALID_SESSION_TIMEOUT,
+      INVALID_GROUP_ID,
+      INVALID_REQUEST             fatal       fatal                retry       fail          retry
+    any other                     retry       retry                retry       fail          retry
+
+    LeaveGroup: proceed, whatever the answer (the member has left; Java only logs it).
+
+- *rediscover*: the coordinator is marked unknown (its connections closed);
+  the poll loop (or the heartbeat thread) looks it up again, and the request
+  is retried after `retry.backoff.ms`;
+- *reset*: the generation is forgotten (the member id too, on
+  UNKNOWN_MEMBER_ID) and the member rejoins at once. A failed JoinGroup or
+  SyncGroup resets at once; after a Heartbeat or a commit the poll loop does
+  it before its next JoinGroup (see the departure below);
+- *rejoin*: a rejoin is requested; a failed JoinGroup or SyncGroup is sent
+  again at once (Java's `joinGroupIfNeeded`: `continue`), any other failure
+  after `retry.backoff.ms`;
+- *retry*: the same request again after `retry.backoff.ms`;
+- *fail*: this commit is not retried; its offsets go with the next one;
+- *fatal*: the consumer stops (`consumer_failed`);
+- ``*``: the commit before a rejoin is retried on these, until the rebalance
+  timeout (Java's `RetriableCommitFailedException`);
+- ``**``: the poll loop's requests (`_call_coordinator`) mark the coordinator
+  unknown themselves when the connection fails; a commit with no answer is
+  recorded as REQUEST_TIMED_OUT.
 
 It never talks to ZooKeeper. Departure from the Java client, stated: when
 the heartbeat thread learns that the generation is gone, the Java client
@@ -51,34 +95,93 @@ Usage::
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable
 
+from lab_cluster.assignment import ASSIGNORS, Subscription
 from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
 
-from lab_cluster.assignment import ASSIGNORS, Subscription
 from .config import ConsumerConfig
 from .fetcher import Fetcher
 from .heartbeat import Heartbeat
 from .lookup import find_coordinator
 from .member import NO_GENERATION, Generation, MemberState, RebalanceListener, TopicPartition
 
-E = ErrorCode
-FIND_AGAIN = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE}
-FENCED = {E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID}
-FATAL = {E.INCONSISTENT_GROUP_PROTOCOL, E.INVALID_SESSION_TIMEOUT, E.INVALID_GROUP_ID, E.INVALID_REQUEST}
-#: errors after which a JoinGroup/SyncGroup is sent again at once (Java's joinGroupIfNeeded: `continue`)
-REJOIN_AT_ONCE = {"rebalance_in_progress", "member_id_required", "unknown_member_id", "illegal_generation"}
-#: commit errors Java retries (RetriableCommitFailedException): the coordinator moved, is loading or did not answer
-RETRIABLE_COMMIT = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
-                    E.REQUEST_TIMED_OUT}
 
-
-def now_ms() -> int:
+def monotonic_ms() -> int:
+    """The monotonic clock in milliseconds: for intervals and deadlines, never a timestamp."""
     return time.monotonic_ns() // 1_000_000
+
+
+# -- the error policy (the table in the module docstring) ---------------------------------------
+
+class Action(enum.Enum):
+    """What the member does about an answer (the columns' words in the module docstring's table)."""
+
+    PROCEED = "proceed"
+    REDISCOVER = "rediscover"  # the coordinator moved or is gone: mark it unknown, look it up again
+    RESET = "reset"            # fenced: forget the generation (and the member id on UNKNOWN_MEMBER_ID), rejoin
+    REJOIN = "rejoin"          # the group is rebalancing, or handed out a member id: rejoin at once
+    RETRY = "retry"            # the same request again after retry.backoff.ms
+    FAIL = "fail"              # a commit that retrying will not mend: not retried
+    FATAL = "fatal"            # misconfigured: the consumer stops
+
+
+FENCED = (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID)
+COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+MISCONFIGURED = (ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ErrorCode.INVALID_SESSION_TIMEOUT,
+                 ErrorCode.INVALID_GROUP_ID, ErrorCode.INVALID_REQUEST)
+
+
+def error_action(api: str, error: ErrorCode | None) -> Action:
+    """What the member does after `api` answered `error` (None: no answer); the table in the module docstring.
+
+        >>> error_action("Heartbeat", ErrorCode.REBALANCE_IN_PROGRESS), error_action("OffsetFetch", None)
+        (<Action.REJOIN: 'rejoin'>, <Action.RETRY: 'retry'>)
+        >>> error_action("JoinGroup", ErrorCode.INVALID_SESSION_TIMEOUT), error_action("Heartbeat", None)
+        (<Action.FATAL: 'fatal'>, <Action.REDISCOVER: 'rediscover'>)
+    """
+    if error is ErrorCode.NONE or api == "LeaveGroup":
+        return Action.PROCEED
+    if api == "FindCoordinator":
+        # COORDINATOR_NOT_AVAILABLE here: the offsets topic is being created or has no leader yet
+        return Action.FATAL if error in MISCONFIGURED else Action.RETRY
+    if error is None:
+        # `_call_coordinator` has marked the coordinator unknown already; the heartbeat thread has its own connection
+        return Action.REDISCOVER if api == "Heartbeat" else Action.RETRY
+    if error in COORDINATOR_GONE:
+        return Action.REDISCOVER
+    if api == "OffsetFetch":
+        return Action.RETRY  # a start position: never a reason to rejoin
+    if error in FENCED:
+        return Action.RESET
+    if error is ErrorCode.REBALANCE_IN_PROGRESS:
+        return Action.REJOIN
+    if error is ErrorCode.MEMBER_ID_REQUIRED and api in ("JoinGroup", "SyncGroup"):
+        return Action.REJOIN  # JoinGroup v4+: again, with the member id the answer handed out
+    if error in MISCONFIGURED and api in ("JoinGroup", "SyncGroup"):
+        return Action.FATAL
+    if api == "OffsetCommit" and error not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT):
+        return Action.FAIL
+    return Action.RETRY
+
+
+def rejoins_at_once(outcome: str) -> bool:
+    """After a failed JoinGroup or SyncGroup, whose outcome is its error's name in lower case (or
+    `coordinator_unavailable`): send JoinGroup again at once, or after `retry.backoff.ms`? Java's
+    `joinGroupIfNeeded` `continue`s at once after a reset or a rejoin, and sleeps after anything else."""
+    error = ErrorCode.__members__.get(outcome.upper())
+    return error is not None and error_action("JoinGroup", error) in (Action.RESET, Action.REJOIN)
+
+
+def commit_retriable(error: ErrorCode | None) -> bool:
+    """Java's `RetriableCommitFailedException`: the coordinator moved, is loading or did not answer (None: no
+    commit was sent)."""
+    return error is not None and error_action("OffsetCommit", error) in (Action.REDISCOVER, Action.RETRY)
 
 
 class ConsumerFailed(Exception):
@@ -118,10 +221,10 @@ class ModernConsumer:
         self.heartbeat = Heartbeat(session_timeout_ms=config.session_timeout_ms,
                                    heartbeat_interval_ms=config.heartbeat_interval_ms,
                                    max_poll_interval_ms=config.max_poll_interval_ms,
-                                   retry_backoff_ms=config.retry_backoff_ms, now_ms=now_ms())
+                                   retry_backoff_ms=config.retry_backoff_ms, now_ms=monotonic_ms())
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
                                timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms)
-        self._last_commit_ms = now_ms()
+        self._last_commit_ms = monotonic_ms()
         self._poll_thread = threading.Thread(target=self._poll_loop, name=f"poll-{name}", daemon=True)
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{name}", daemon=True)
 
@@ -131,6 +234,11 @@ class ModernConsumer:
         self._poll_thread.start()
         self._hb_thread.start()
         return self
+
+    @property
+    def ident(self) -> str:
+        """How the trace names it (`GroupMember`): its client.id, which prefixes its member id."""
+        return self.name
 
     def snapshot(self) -> MemberSnapshot:
         """Where this member is (`lab_cluster.family.GroupMember`): it gives up on a fatal error."""
@@ -177,7 +285,7 @@ class ModernConsumer:
             code, self._reset = self._reset, None
             if code is None:
                 return
-            if code is E.UNKNOWN_MEMBER_ID:
+            if code is ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
             self.generation = NO_GENERATION
         self.trace.record("generation_reset", error=code.name, member=self.member_id)
@@ -206,28 +314,36 @@ class ModernConsumer:
         candidates = list(self.fetcher.brokers.values()) + self.config.bootstrap
         for host, port in candidates:
             try:
-                answer = find_coordinator(host, port, self.config.group_id, self.config.client_id)
+                response = find_coordinator(host, port, self.config.group_id, self.config.client_id)
             except ConnectionError:
-                continue
-            error = ErrorCode(answer.get("error_code", 0))
-            self.trace.record("find_coordinator", error=error.name, node=answer.get("node_id"))
-            if error is E.NONE:
-                timeout = self.config.request_timeout_ms / 1000
-                # lab only: the route through a fault proxy, if the experiment gave one (see config.py)
-                address = self.config.coordinator_via or (answer["host"], answer["port"])
-                with self._lock:
-                    self._coordinator = address
-                    self._coord_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
-                    self._hb_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
+                continue  # no answer: ask the next broker
+            if self._handle_find_coordinator_response(response):
                 return True
-            if error in FATAL:
-                raise ConsumerFailed(f"FindCoordinator: {error.name}: {answer.get('message', '')}")
-            break  # COORDINATOR_NOT_AVAILABLE: the offsets topic is being created or has no leader yet
+            break  # retry, after the back-off
         self._stop.wait(self.config.retry_backoff_ms / 1000)
         return False
 
+    def _handle_find_coordinator_response(self, response: dict) -> bool:
+        """FindCoordinator's answer: connect to the coordinator it names (True), or not found (False)."""
+        error = ErrorCode(response.get("error_code", 0))
+        self.trace.record("find_coordinator", error=error.name, node=response.get("node_id"))
+        action = error_action("FindCoordinator", error)
+        if action is Action.FATAL:
+            raise ConsumerFailed(f"FindCoordinator: {error.name}: {response.get('message', '')}")
+        if action is not Action.PROCEED:
+            return False
+        timeout = self.config.request_timeout_ms / 1000
+        # lab only: the route through a fault proxy, if the experiment gave one (see config.py)
+        address = self.config.coordinator_via or (response["host"], response["port"])
+        with self._lock:
+            self._coordinator = address
+            self._coord_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
+            self._hb_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
+        return True
+
     def _call_coordinator(self, api: str, *, timeout_s: float | None = None, **body) -> dict | None:
-        """One request on the poll loop's connection; None if the connection failed."""
+        """One request on the poll loop's connection; None if the connection failed (the coordinator is then
+        marked unknown)."""
         with self._lock:
             client = self._coord_client
         if client is None:
@@ -242,7 +358,7 @@ class ModernConsumer:
     def _poll_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                self.heartbeat.poll(now_ms())
+                self.heartbeat.poll(monotonic_ms())
                 if not self._ensure_coordinator():
                     if self.state is MemberState.STABLE:
                         self._fetch_round()  # Kafka keeps fetching while it looks for the coordinator
@@ -278,16 +394,16 @@ class ModernConsumer:
         if outcome != "ok":
             self._set_state(MemberState.UNJOINED)
             self.request_rejoin(outcome)
-            if outcome not in REJOIN_AT_ONCE:
+            if not rejoins_at_once(outcome):
                 self._stop.wait(self.config.retry_backoff_ms / 1000)
 
     def _commit_before_rejoining(self) -> None:
         """Java's onJoinPrepare: the auto-commit, retried while its error is retriable, until the rebalance
         timeout (`max.poll.interval.ms`) has passed."""
-        deadline = now_ms() + self.config.max_poll_interval_ms
+        deadline = monotonic_ms() + self.config.max_poll_interval_ms
         while True:
             error = self._commit_positions("before rejoining")
-            if error not in RETRIABLE_COMMIT or now_ms() >= deadline or self._stop.is_set():
+            if not commit_retriable(error) or monotonic_ms() >= deadline or self._stop.is_set():
                 return
             self._stop.wait(self.config.retry_backoff_ms / 1000)
             self._ensure_coordinator()
@@ -297,66 +413,93 @@ class ModernConsumer:
                 "generation": self._last_owned_generation}
 
     def _join_and_sync(self) -> str:
-        """One JoinGroup + SyncGroup round trip; returns `ok` or why not."""
+        """One JoinGroup + SyncGroup round trip; returns `ok`, or why not: an error's name in lower case, or
+        `coordinator_unavailable` (no answer). The leader computes the assignment between the two (kafka-python's
+        `_on_join_leader`); a follower sends an empty one (`_on_join_follower`)."""
         self._set_state(MemberState.PREPARING_REBALANCE)
         rebalance_ms = self.config.max_poll_interval_ms
-        answer = self._call_coordinator(
+        response = self._call_coordinator(
             "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
             client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
             protocols=[{"name": s, "metadata": self._subscription_metadata()} for s in self.config.strategies])
-        if answer is None:
-            return "coordinator_unavailable"
-        error = ErrorCode(answer["error_code"])
-        self.trace.record("join", member=answer.get("member_id") or self.member_id,
-                          generation=answer.get("generation_id"), error=error.name, leader=answer.get("leader"),
-                          protocol=answer.get("protocol_name"), members=len(answer.get("members") or []))
-        if error is E.MEMBER_ID_REQUIRED:
-            self.member_id = answer["member_id"]
-            return "member_id_required"
-        if error is not E.NONE:
-            return self._handle_error("JoinGroup", error)
-        with self._lock:
-            self.member_id = answer["member_id"]
-            self.generation = Generation(answer["generation_id"], answer["member_id"], answer["protocol_name"])
-        self.heartbeat.reset_timeouts(now_ms())
-        self._set_state(MemberState.COMPLETING_REBALANCE)
+        outcome = self._handle_join_response(response)
+        if outcome != "ok":
+            return outcome
         assignments = []
-        if answer["leader"] == self.member_id:
-            assignments = self._assign_as_leader(answer["protocol_name"], answer["members"])
-        answer = self._call_coordinator("SyncGroup", generation_id=self.generation.generation_id,
-                                        member_id=self.member_id, assignments=assignments)
-        if answer is None:
+        if response["leader"] == self.member_id:
+            assignments = self._assign_as_leader(response["protocol_name"], response["members"])
+        response = self._call_coordinator("SyncGroup", generation_id=self.generation.generation_id,
+                                          member_id=self.member_id, assignments=assignments)
+        outcome = self._handle_sync_response(response)
+        if outcome != "ok":
+            return outcome
+        self._update_fetch_positions()
+        return "ok"
+
+    def _handle_join_response(self, response: dict | None) -> str:
+        """JoinGroup's answer: on success the new generation (COMPLETING_REBALANCE); `ok`, or why not."""
+        if response is None:
             return "coordinator_unavailable"
-        error = ErrorCode(answer["error_code"])
-        partitions = [(t, p) for t, p in (answer.get("assignment") or {}).get("partitions", [])]
+        error = ErrorCode(response["error_code"])
+        self.trace.record("join", member=response.get("member_id") or self.member_id,
+                          generation=response.get("generation_id"), error=error.name, leader=response.get("leader"),
+                          protocol=response.get("protocol_name"), members=len(response.get("members") or []))
+        if error is ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id = response["member_id"]  # the id handed out, for the JoinGroup sent again at once
+        if error is not ErrorCode.NONE:
+            return self._join_or_sync_failed("JoinGroup", error)
+        with self._lock:
+            self.member_id = response["member_id"]
+            self.generation = Generation(response["generation_id"], response["member_id"], response["protocol_name"])
+        self.heartbeat.reset_timeouts(monotonic_ms())
+        self._set_state(MemberState.COMPLETING_REBALANCE)
+        return "ok"
+
+    def _handle_sync_response(self, response: dict | None) -> str:
+        """SyncGroup's answer: on success this member's partitions (STABLE); `ok`, or why not."""
+        if response is None:
+            return "coordinator_unavailable"
+        error = ErrorCode(response["error_code"])
+        partitions = [(t, p) for t, p in (response.get("assignment") or {}).get("partitions", [])]
         self.trace.record("sync", member=self.member_id, generation=self.generation.generation_id,
                           error=error.name, partitions=[list(tp) for tp in partitions])
-        if error is not E.NONE:
-            return self._handle_error("SyncGroup", error)
+        if error is not ErrorCode.NONE:
+            return self._join_or_sync_failed("SyncGroup", error)
         with self._lock:
             self._rejoin_reason = None  # Java: rejoinNeeded = false, on SyncGroup success only
             self._assignment = sorted(partitions)
             self._positions = {}
             self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
-        self.heartbeat.reset_timeouts(now_ms())
+        self.heartbeat.reset_timeouts(monotonic_ms())
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in self._assignment])
         self.listener.on_partitions_assigned(list(self._assignment))
         self._set_state(MemberState.STABLE)
-        self._update_fetch_positions()
         return "ok"
 
-    def _handle_error(self, api: str, error: ErrorCode) -> str:
-        if error in FENCED:
-            self._request_reset(error, api)
-            self._apply_reset()
-        elif error in FIND_AGAIN:
-            self._coordinator_unknown(f"{api}: {error.name}")
-        elif error in FATAL:
-            raise ConsumerFailed(f"{api}: {error.name}")
+    def _join_or_sync_failed(self, api: str, error: ErrorCode) -> str:
+        """The error policy for a failed JoinGroup or SyncGroup; returns the outcome `_rebalance` records, and
+        from which it decides whether to send JoinGroup again at once (`rejoins_at_once`)."""
+        if self._act_on(api, error) is Action.RESET:
+            self._apply_reset()  # in the rebalance already: the next JoinGroup goes without the old generation
         return error.name.lower()
+
+    def _act_on(self, api: str, error: ErrorCode | None) -> Action:
+        """Do what the error policy (`error_action`) says about `api`'s answer; the caller then retries,
+        rejoins or goes on as the action says. A reset or a rejoin is requested here and carried out by the
+        poll loop; a handler inside the rebalance (`_join_or_sync_failed`) applies the reset at once."""
+        action = error_action(api, error)
+        if action is Action.REDISCOVER:
+            self._coordinator_unknown(f"{api}: {error.name if error is not None else 'connection failed'}")
+        elif action is Action.RESET:
+            self._request_reset(error, api)
+        elif action is Action.REJOIN:
+            self.request_rejoin(f"{api}: {error.name}")
+        elif action is Action.FATAL:
+            raise ConsumerFailed(f"{api}: {error.name}")
+        return action
 
     def _assign_as_leader(self, protocol: str, members: list[dict]) -> list[dict]:
         subscriptions = {m["member_id"]: Subscription(m["metadata"]["topics"],
@@ -377,13 +520,13 @@ class ModernConsumer:
         else `auto.offset.reset`. What fails is tried again after `retry.backoff.ms`; it never causes a rejoin."""
         with self._lock:
             missing = [tp for tp in self._assignment if tp not in self._positions]
-        if not missing or now_ms() < self._positions_retry_ms:
+        if not missing or monotonic_ms() < self._positions_retry_ms:
             return
         found = {}
-        answer = self._call_coordinator("OffsetFetch", partitions=[list(tp) for tp in missing])
-        error = None if answer is None else ErrorCode(answer["error_code"])
-        if error is E.NONE:
-            for o in answer["offsets"]:
+        response = self._call_coordinator("OffsetFetch", partitions=[list(tp) for tp in missing])
+        error = None if response is None else ErrorCode(response["error_code"])
+        if error is ErrorCode.NONE:
+            for o in response["offsets"]:
                 tp = (o["topic"], o["partition"])
                 if o["offset"] >= 0:
                     found[tp] = o["offset"]
@@ -392,15 +535,15 @@ class ModernConsumer:
                     offset = self.fetcher.list_offset(tp, which)
                     if offset is not None:
                         found[tp] = offset
-        elif error in FIND_AGAIN:
-            self._coordinator_unknown(f"OffsetFetch: {error.name}")
+        else:
+            self._act_on("OffsetFetch", error)  # rediscover, or retry: below, after retry.backoff.ms
         with self._lock:
             found = {tp: o for tp, o in found.items() if tp in self._assignment}  # still ours
             self._positions.update(found)
             self._committed.update(found)
             still_missing = [tp for tp in self._assignment if tp not in self._positions]
         if still_missing:
-            self._positions_retry_ms = now_ms() + self.config.retry_backoff_ms
+            self._positions_retry_ms = monotonic_ms() + self.config.retry_backoff_ms
             self.trace.record("positions_unknown", member=self.member_id, generation=self.generation.generation_id,
                               partitions=[list(tp) for tp in still_missing],
                               error=error.name if error is not None else "NETWORK_EXCEPTION")
@@ -438,14 +581,15 @@ class ModernConsumer:
             self._stop.wait(min(self.config.fetch_max_wait_ms, 50) / 1000)
 
     def _maybe_auto_commit(self) -> None:
-        if self.config.enable_auto_commit and now_ms() - self._last_commit_ms >= self.config.auto_commit_interval_ms:
+        due = monotonic_ms() - self._last_commit_ms >= self.config.auto_commit_interval_ms
+        if self.config.enable_auto_commit and due:
             self._commit_positions("auto-commit")
 
     def _commit_positions(self, why: str) -> ErrorCode | None:
         """Commit every position that moved, with the generation this member consumed under; the error, or
         None when nothing was sent (nothing moved, auto-commit off, or no generation: Java sends no commit
         without one)."""
-        self._last_commit_ms = now_ms()
+        self._last_commit_ms = monotonic_ms()
         if not self.config.enable_auto_commit:
             return None
         with self._lock:
@@ -453,23 +597,26 @@ class ModernConsumer:
             generation = self.generation
         if not moved or not generation.is_valid():
             return None
-        answer = self._call_coordinator(
+        response = self._call_coordinator(
             "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
             offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
-        error = E.REQUEST_TIMED_OUT if answer is None else ErrorCode(answer["error_code"])
-        outcome = "accepted" if error is E.NONE else ("fenced" if error in FENCED else "failed")
+        return self._handle_commit_response(response, moved, generation, why)
+
+    def _handle_commit_response(self, response: dict | None, moved: dict[TopicPartition, int],
+                                generation: Generation, why: str) -> ErrorCode:
+        """OffsetCommit's answer: a `commit` event per offset (`accepted`, `fenced` or `failed`), then the
+        error policy; returns the error (REQUEST_TIMED_OUT for no answer)."""
+        error = ErrorCode.REQUEST_TIMED_OUT if response is None else ErrorCode(response["error_code"])
+        action = error_action("OffsetCommit", error)
+        outcome = {Action.PROCEED: "accepted", Action.RESET: "fenced"}.get(action, "failed")
         for (t, p), offset in sorted(moved.items()):
             self.trace.record("commit", topic=t, partition=p, offset=offset, member=generation.member_id,
                               generation=generation.generation_id, outcome=outcome, error=error.name, why=why)
-        if error is E.NONE:
+        if error is ErrorCode.NONE:
             with self._lock:
                 self._committed.update(moved)
-        elif error in FENCED:
-            self._request_reset(error, "OffsetCommit")
-        elif error is E.REBALANCE_IN_PROGRESS:
-            self.request_rejoin("OffsetCommit: REBALANCE_IN_PROGRESS")
-        elif error in FIND_AGAIN:
-            self._coordinator_unknown(f"OffsetCommit: {error.name}")
+        else:
+            self._act_on("OffsetCommit", error)
         return error
 
     def _leave(self) -> None:
@@ -480,9 +627,9 @@ class ModernConsumer:
             if self._assignment:
                 self._revoke()
             if self.member_id and self._coordinator is not None:
-                answer = self._call_coordinator("LeaveGroup", member_id=self.member_id)
-                self.trace.record("leave", member=self.member_id, generation=self.generation.generation_id,
-                                  error=ErrorCode(answer["error_code"]).name if answer else "NETWORK_EXCEPTION")
+                response = self._call_coordinator("LeaveGroup", member_id=self.member_id)
+                self._handle_leave_response(None if response is None else ErrorCode(response["error_code"]),
+                                            self.member_id)
         finally:
             with self._lock:
                 self.generation = NO_GENERATION
@@ -494,7 +641,7 @@ class ModernConsumer:
     # -- the heartbeat thread --------------------------------------------------------------
     def _heartbeat_loop(self) -> None:
         while not self._stop.is_set():
-            self._stop.wait(self._heartbeat_step(now_ms()))
+            self._stop.wait(self._heartbeat_step(monotonic_ms()))
 
     def _heartbeat_step(self, now: int) -> float:
         """One turn of Java's `HeartbeatThread.run`; returns how long to wait before the next one (seconds)."""
@@ -521,36 +668,47 @@ class ModernConsumer:
             return min(self.heartbeat.time_to_next_heartbeat(now), 100) / 1000
         self.heartbeat.sent_heartbeat(now)
         try:
-            answer = client.request("Heartbeat", group_id=self.config.group_id, member_id=generation.member_id,
-                                    generation_id=generation.generation_id)
-            error = ErrorCode(answer["error_code"])
+            response = client.request("Heartbeat", group_id=self.config.group_id, member_id=generation.member_id,
+                                      generation_id=generation.generation_id)
+            error = ErrorCode(response["error_code"])
         except ConnectionError:
             error = None
-        self._on_heartbeat_answer(error, generation)
+        self._handle_heartbeat_response(error, generation)
         return 0
 
-    def _on_heartbeat_answer(self, error: ErrorCode | None, sent_under: Generation) -> None:
-        """Java's `HeartbeatResponseHandler` (None: no answer). A REBALANCE_IN_PROGRESS that arrives while
-        this member is already rebalancing, and a fencing error for a generation it has already left, belong
-        to the past: both are ignored, and count as a heartbeat answered."""
+    def _handle_heartbeat_response(self, error: ErrorCode | None, sent_under: Generation) -> None:
+        """Heartbeat's answer (None: no answer): Java's `HeartbeatResponseHandler`.
+
+        A REBALANCE_IN_PROGRESS that arrives while this member is already
+        rebalancing, and a fencing error for a generation it has already left,
+        belong to the past: both are ignored, and count as a heartbeat
+        answered. Otherwise the error policy decides; an answer that lets the
+        member go on (NONE, or a rejoin to make) counts as answered, any other
+        makes the next heartbeat wait for `retry.backoff.ms`.
+        """
         with self._lock:
             state, current = self.state, self.generation
-        ignored = ((error is E.REBALANCE_IN_PROGRESS and state is not MemberState.STABLE)
+        ignored = ((error is ErrorCode.REBALANCE_IN_PROGRESS and state is not MemberState.STABLE)
                    or (error in FENCED and current != sent_under))
         self.trace.record("heartbeat", member=sent_under.member_id, generation=sent_under.generation_id,
                           error=error.name if error is not None else "NETWORK_EXCEPTION", ignored=ignored)
-        if error is E.NONE or error is E.REBALANCE_IN_PROGRESS or ignored:
-            self.heartbeat.received_heartbeat(now_ms())
-            if error is E.REBALANCE_IN_PROGRESS and not ignored:
-                self.request_rejoin("Heartbeat: REBALANCE_IN_PROGRESS")
-        elif error in FENCED:
-            self.heartbeat.fail_heartbeat(now_ms())
-            self._request_reset(error, "Heartbeat")
-        elif error is None or error in FIND_AGAIN:
-            self.heartbeat.fail_heartbeat(now_ms())
-            self._coordinator_unknown(f"Heartbeat: {error.name if error else 'connection failed'}")
+        if ignored:
+            self.heartbeat.received_heartbeat(monotonic_ms())
+            return
+        if error_action("Heartbeat", error) in (Action.PROCEED, Action.REJOIN):
+            self.heartbeat.received_heartbeat(monotonic_ms())
         else:
-            self.heartbeat.fail_heartbeat(now_ms())
+            self.heartbeat.fail_heartbeat(monotonic_ms())
+        self._act_on("Heartbeat", error)
+
+    def _handle_leave_response(self, error: ErrorCode | None, member_id: str, reason: str | None = None) -> None:
+        """LeaveGroup's answer (None: no answer), recorded; whatever it says, the member has left (Java logs it).
+
+        A leave on `max.poll.interval.ms` says why (`reason`); the leave of `stop()` records no reason.
+        """
+        why = {} if reason is None else {"reason": reason}
+        self.trace.record("leave", member=member_id, generation=self.generation.generation_id,
+                          error=error.name if error is not None else "NETWORK_EXCEPTION", **why)
 
     def _maybe_leave_group(self, reason: str) -> None:
         """Java's `maybeLeaveGroup`: LeaveGroup if the member is in a group, then generation and member id
@@ -559,12 +717,11 @@ class ModernConsumer:
             member_id, client, state = self.generation.member_id, self._hb_client, self.state
         if member_id and client is not None and state is not MemberState.UNJOINED:
             try:
-                answer = client.request("LeaveGroup", group_id=self.config.group_id, member_id=member_id)
-                error = ErrorCode(answer["error_code"]).name
+                response = client.request("LeaveGroup", group_id=self.config.group_id, member_id=member_id)
+                error = ErrorCode(response["error_code"])
             except ConnectionError:
-                error = "NETWORK_EXCEPTION"
-            self.trace.record("leave", member=member_id, generation=self.generation.generation_id, error=error,
-                              reason=reason)
+                error = None
+            self._handle_leave_response(error, member_id, reason=reason)
         with self._lock:
             self.generation, self.member_id = NO_GENERATION, ""
         self.trace.record("generation_reset", error="NONE", member="", reason=reason)

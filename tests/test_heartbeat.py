@@ -81,18 +81,18 @@ def test_heartbeat_answers_are_handled_as_the_java_clients_handler_does(tmp_path
     g3, g4 = Generation(3, "m", "range"), Generation(4, "m", "range")
     # REBALANCE_IN_PROGRESS: a rejoin only when STABLE; mid-rebalance it belongs to the rebalance under way
     stable = _member(tmp_path, MemberState.STABLE, g3)
-    stable._on_heartbeat_answer(E.REBALANCE_IN_PROGRESS, g3)
+    stable._handle_heartbeat_response(E.REBALANCE_IN_PROGRESS, g3)
     assert stable._rejoin_reason == "Heartbeat: REBALANCE_IN_PROGRESS"
     completing = _member(tmp_path, MemberState.COMPLETING_REBALANCE, g4)
-    completing._on_heartbeat_answer(E.REBALANCE_IN_PROGRESS, g4)
+    completing._handle_heartbeat_response(E.REBALANCE_IN_PROGRESS, g4)
     assert completing._rejoin_reason is None
     # a fencing error resets only the generation it was sent under; a stale one is ignored, as answered
     current = _member(tmp_path, MemberState.STABLE, g4)
-    current._on_heartbeat_answer(E.ILLEGAL_GENERATION, g4)
+    current._handle_heartbeat_response(E.ILLEGAL_GENERATION, g4)
     assert current._reset is E.ILLEGAL_GENERATION and current._rejoin_reason == "Heartbeat: ILLEGAL_GENERATION"
     moved_on = _member(tmp_path, MemberState.STABLE, g4)
     answered_before = moved_on.heartbeat.last_received_ms
-    moved_on._on_heartbeat_answer(E.UNKNOWN_MEMBER_ID, g3)
+    moved_on._handle_heartbeat_response(E.UNKNOWN_MEMBER_ID, g3)
     assert moved_on._reset is None and moved_on._rejoin_reason is None
     assert moved_on.heartbeat.last_received_ms >= answered_before
 

@@ -387,7 +387,7 @@ class HeartbeatAnswerMidRebalance(RebalanceListener):
     def on_partitions_revoked(self, partitions):
         consumer = self.consumer
         if consumer is not None and consumer.generation.is_valid():
-            consumer._on_heartbeat_answer(ErrorCode.REBALANCE_IN_PROGRESS, consumer.generation)
+            consumer._handle_heartbeat_response(ErrorCode.REBALANCE_IN_PROGRESS, consumer.generation)
             self.delivered += 1
 
 
