@@ -165,7 +165,7 @@ class GroupCoordinator:
         self.lock = threading.RLock()
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
-        self.partitions: dict[int, str] = {}  # offsets partition -> "loading" | "active"
+        self.offsets_partitions: dict[int, str] = {}  # offsets partition it leads -> "loading" | "active"
 
     # -- which groups this coordinator serves -------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -175,7 +175,7 @@ class GroupCoordinator:
         """Why this coordinator cannot answer for the group (None if it can)."""
         if not isinstance(group_id, str) or not group_id:
             return ErrorCode.INVALID_GROUP_ID
-        status = self.partitions.get(self.partition_for(group_id))
+        status = self.offsets_partitions.get(self.partition_for(group_id))
         if status is None:
             return ErrorCode.NOT_COORDINATOR
         if status == "loading":
@@ -184,7 +184,7 @@ class GroupCoordinator:
 
     def begin_loading(self, partition: int) -> None:
         with self.lock:
-            self.partitions[partition] = "loading"
+            self.offsets_partitions[partition] = "loading"
 
     def load_partition(self, partition: int, records: list[dict]) -> None:
         """Become coordinator for an offsets partition: replay its log (offsets, then the last group records)."""
@@ -198,7 +198,7 @@ class GroupCoordinator:
                     latest_group[group_id] = record
             for record in latest_group.values():
                 self._restore_group(record)
-            self.partitions[partition] = "active"
+            self.offsets_partitions[partition] = "active"
             self.on_event("offsets_loaded", offsets_partition=partition, records=len(records),
                           groups=sorted(latest_group))
 
@@ -219,7 +219,7 @@ class GroupCoordinator:
     def unload_partition(self, partition: int) -> None:
         """Another broker leads the partition now: its groups are Dead here, held requests answered NOT_COORDINATOR."""
         with self.lock:
-            self.partitions.pop(partition, None)
+            self.offsets_partitions.pop(partition, None)
             for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
                 group = self.groups.pop(group_id)
                 self._set_state(group, GroupState.DEAD)

@@ -39,15 +39,19 @@ class GroupState(enum.Enum):
 
     @property
     def valid_previous(self) -> frozenset[GroupState]:
-        G = GroupState
-        return {
-            G.EMPTY: frozenset({G.PREPARING_REBALANCE}),
-            G.PREPARING_REBALANCE: frozenset({G.STABLE, G.COMPLETING_REBALANCE, G.EMPTY}),
-            G.COMPLETING_REBALANCE: frozenset({G.PREPARING_REBALANCE}),
-            G.STABLE: frozenset({G.COMPLETING_REBALANCE}),
-            G.DEAD: frozenset({G.STABLE, G.PREPARING_REBALANCE, G.COMPLETING_REBALANCE, G.EMPTY, G.DEAD}),
-        }[self]
+        return _VALID_PREVIOUS[self]
 
+
+#: Kafka's `GroupState.validPreviousStates`: the states a group may come to each state from
+_VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE,
+                                               GroupState.EMPTY}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset({GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE,
+                                GroupState.EMPTY, GroupState.DEAD}),
+}
 
 Respond = Callable[[dict], None]
 
