@@ -90,7 +90,8 @@ def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path
     run_dir = herd_run[0]
     from experiments.engine.environment import environment
 
-    (run_dir / "environment.json").write_text(json.dumps(environment(spark, herd_run[2], "test", "pytest")))
+    env = environment(spark, herd_run[2], "test", "pytest", experiment_versions={"herd": herd.EXPERIMENT.version})
+    (run_dir / "environment.json").write_text(json.dumps(env))
     first, second = tmp_path / "a" / "REPORT.md", tmp_path / "b" / "REPORT.md"
     first.parent.mkdir()
     second.parent.mkdir()
