@@ -9,12 +9,13 @@ Two kinds, because the designs differ in *who* computes an assignment:
   (`StickyAssignor`; eager, the cooperative variant is not built).
   `ASSIGNORS` maps each protocol name, as members vote for it in JoinGroup, to
   an instance.
-- **Each client its own share** (the ZooKeeper era, and RocketMQ's and
-  TubeMQ's client-side rebalance): every consumer runs a deterministic
-  function of the membership it read and keeps its own part. `shares` holds
-  the arithmetic they share (`range_split`); a family's own wrapper (for
-  example `legacy_zk/partition_assignor.py`, over 0.8's thread ids) decides
-  what it splits.
+- **Each client its own share** (the ZooKeeper era, RocketMQ, TubeMQ): every
+  consumer runs a deterministic function of what it read and keeps its own
+  part. `shares` holds the range arithmetic (`range_split`, which Kafka 0.8's
+  range share uses through `legacy_zk/partition_assignor.py`, over 0.8's
+  thread ids); `rocketmq` RocketMQ's `AllocateMessageQueueAveragely` and
+  `...AveragelyByCircle` (`STRATEGIES`); `tubemq` the modulo of TubeMQ's
+  client-balance example, which needs no membership at all.
 
 Where Java's hash order decides a result, `lab_cluster/java_hash.py` reproduces it.
 """
