@@ -277,7 +277,7 @@ def views_in_effect(ce: DataFrame) -> DataFrame:
     Who computes an assignment is the family's (`Family.computes`):
 
     - ``"member"`` (the ZooKeeper era): each consumer's assignment is the split
-      of the membership it read (`assigned` carries that view's `cversion`). At
+      of the membership it read (`assigned` carries that view's id, `view`). At
       each `assigned` event, every live consumer's latest assignment is in
       effect; two consumers working from different views at once is the group
       computing from more than one view in one round. (A consumer that stopped
@@ -288,14 +288,14 @@ def views_in_effect(ce: DataFrame) -> DataFrame:
     """
     by_member = [f.name for f in FAMILIES.values() if f.computes == "member"]
     moves = (ce.where(F.col("kind").isin("assigned", "consumer_stop") & F.col("design").isin(by_member))
-             .select("trial", "actor", "ts_ns", F.when(F.col("kind") == "assigned", field("cversion"))
-                     .alias("cversion")))
+             .select("trial", "actor", "ts_ns", F.when(F.col("kind") == "assigned", field("view"))
+                     .alias("view")))
     at = moves.select("trial", F.col("ts_ns").alias("at_ns")).distinct()
     latest = Window.partitionBy("trial", "at_ns", "actor").orderBy(F.col("ts_ns").desc())
     each_member = (at.join(moves, "trial").where(F.col("ts_ns") <= F.col("at_ns"))
                    .withColumn("n", F.row_number().over(latest))
-                   .where((F.col("n") == 1) & F.col("cversion").isNotNull())
-                   .groupBy("trial", "at_ns").agg(F.countDistinct("cversion").alias("views"))
+                   .where((F.col("n") == 1) & F.col("view").isNotNull())
+                   .groupBy("trial", "at_ns").agg(F.countDistinct("view").alias("views"))
                    .withColumnRenamed("at_ns", "ts_ns"))
     by_leader = [f.name for f in FAMILIES.values() if f.computes == "leader"]
     leader = (ce.where((F.col("kind") == "leader_assignment") & F.col("design").isin(by_leader))

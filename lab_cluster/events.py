@@ -54,7 +54,8 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("rebalance_failed", ("member", "attempts"), "the consumer gave up after its last attempt"),
     EventKind("revoked", ("member", "partitions"), "the consumer let go of these partitions"),
     EventKind("assigned", ("member", "partitions"),
-              "the consumer's new assignment, with the view it came from (`cversion` or `generation`)"),
+              "the consumer's new assignment; where each member computes its own (`Family.computes`), `view`: "
+              "the id of the membership view it came from (the ZooKeeper era: the ids node's `cversion`)"),
     EventKind("processed", ("topic", "partition", "offset"), "the application processed one record"),
     EventKind("commit", ("member", "topic", "partition", "offset", "outcome"),
               "an offset commit and its outcome: `accepted`, `fenced` or an error"),

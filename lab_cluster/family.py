@@ -38,7 +38,7 @@ class Family:
     build: Callable[..., GroupMember]
     settled_state: str  # the state a member reports once it consumes its share
     #: who computes an assignment, from which view: "member" (each member splits the membership it read;
-    #: its `assigned` event carries the view's `cversion`) or "leader" (one member per generation, from the
+    #: its `assigned` event carries the view's id, `view`) or "leader" (one member per generation, from the
     #: member list the coordinator gave it: `leader_assignment`); `experiments/metrics.py: views_in_effect`
     computes: str
     victim_link: str  # the link a `cut` blackholes: "zk" (its own ZooKeeper link) or "coordinator"

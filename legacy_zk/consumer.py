@@ -317,7 +317,7 @@ class LegacyConsumer:
             return False
         self._update_fetcher(decision, committed)
         self.trace.record("assigned", member=self.consumer_id,
-                          partitions=[[t, p] for t, p in decision], cversion=view.cversion)
+                          partitions=[[t, p] for t, p in decision], view=view.cversion)
         return True
 
     def _update_fetcher(self, decision: dict[Key, str], committed: dict[Key, int | None]) -> None:

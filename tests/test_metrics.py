@@ -57,7 +57,7 @@ def traces(tmp_path_factory):
         (15.0, "end", {})])
     _write(a, "join", "c1", [
         (0.6, "consumer_start", {"config": {"group.id": "g"}}),
-        (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "cversion": 4}),
+        (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "view": 4}),
         (10.1, "zk_watch_fired", {"path": "/consumers/g/ids"}),
         (10.3, "zk_read", {"op": "getChildren", "path": "/consumers/g/ids"}),
         (10.3, "zk_read", {"op": "getData", "path": "/consumers/g/ids/c2"}),  # a member's registration
@@ -65,7 +65,7 @@ def traces(tmp_path_factory):
         (10.5, "revoked", {"partitions": [["t", 0], ["t", 1]]}),
         (10.5, "rebalance_begin", {"attempt": 1}),
         (10.7, "view", {"members": ["a"], "cversion": 4}),  # a stale read: older than one already read
-        (11.0, "assigned", {"partitions": [["t", 0]], "cversion": 4}),  # computed from the stale view
+        (11.0, "assigned", {"partitions": [["t", 0]], "view": 4}),  # computed from the stale view
         (13.0, "zk_read", {"op": "getData", "path": "/consumers/g/ids/c1"})])  # after convergence: not counted
     _write(a, "join", "c2", [
         (10.05, "consumer_start", {"config": {"group.id": "g"}}),
@@ -77,7 +77,7 @@ def traces(tmp_path_factory):
         (10.4, "view", {"members": ["a", "b"], "cversion": 5}),
         (10.6, "owner_conflict", {"topic": "t", "partition": 1}),
         (10.6, "rebalance_begin", {"attempt": 2}),
-        (12.0, "assigned", {"partitions": [["t", 1]], "cversion": 5})])
+        (12.0, "assigned", {"partitions": [["t", 1]], "view": 5})])
     _write(a, "join", "producer", [(1.0 + i / 10, "produced", {"topic": "t", "partition": 0, "offset": i})
                                    for i in range(3)], design="cluster")
     _write(a, "join", "c1b", [], design="cluster")  # not a consumer (no consumer_start): ignored
