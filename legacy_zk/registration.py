@@ -21,7 +21,7 @@ import json
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from lab_cluster.broker.zk_layout import wall_clock_ms
+from lab_cluster.clock import wall_clock_ms
 from lab_cluster.trace import TraceRecorder
 
 from . import znodes

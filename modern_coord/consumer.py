@@ -97,10 +97,10 @@ from __future__ import annotations
 
 import enum
 import threading
-import time
 from collections.abc import Callable
 
 from lab_cluster.assignment import ASSIGNORS, Subscription
+from lab_cluster.clock import monotonic_ms
 from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
@@ -110,12 +110,6 @@ from .fetcher import Fetcher
 from .heartbeat import Heartbeat
 from .lookup import find_coordinator
 from .member import NO_GENERATION, Generation, MemberState, RebalanceListener, TopicPartition
-
-
-def monotonic_ms() -> int:
-    """The monotonic clock in milliseconds: for intervals and deadlines, never a timestamp."""
-    return time.monotonic_ns() // 1_000_000
-
 
 # -- the error policy (the table in the module docstring) ---------------------------------------
 

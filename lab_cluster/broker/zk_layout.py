@@ -20,7 +20,8 @@ milliseconds and partition numbers are string keys).
 from __future__ import annotations
 
 import json
-import time
+
+from lab_cluster.clock import wall_clock_ms
 
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -28,10 +29,6 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 
 NO_LEADER = -1
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def broker_path(broker_id: int) -> str:

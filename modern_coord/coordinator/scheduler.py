@@ -20,25 +20,11 @@ The broker runs `run_due()` from a ticker thread (`service.py`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Hashable
 
+from lab_cluster.clock import FakeClock, monotonic_ms
 
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-class FakeClock:
-    """A clock that moves only when told: `clock()` is now in ms."""
-
-    def __init__(self, start_ms: int = 1_000_000):
-        self.now_ms = start_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
+__all__ = ["FakeClock", "Scheduler"]
 
 
 class Scheduler:
