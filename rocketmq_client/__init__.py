@@ -1,0 +1,20 @@
+"""RocketMQ 4.x's client-side rebalance (CLUSTERING mode), the next family of the lab: DESIGN.md §3b.
+
+As in Kafka 0.8, every consumer computes its own queues, but membership comes
+from brokers rather than ZooKeeper: each client heartbeats every broker, each
+broker keeps its own consumer table and pushes NOTIFY_CONSUMER_IDS_CHANGED to
+the group's clients, and a client allocates from the id list of one broker,
+picked at random. Nothing makes the brokers agree, and nothing fences an
+offset commit.
+
+Built so far (issue 16): the broker side without I/O, after RocketMQ 4.9.8:
+
+- `broker/consumer_manager.py`: the consumer table, its four roads of
+  change, and when the broker notifies;
+- `broker/offsets.py`: offsets per ``topic@group`` and queue, accepted from anyone;
+- `broker/locks.py`: the orderly consumers' queue locks (60 s).
+
+The allocation strategies are shared: `lab_cluster/assignment/rocketmq.py`.
+The client, the broker plug-in and the family's `FAMILY` descriptor come next;
+until then the family is not in the registry (`experiments/engine/families.py`).
+"""

@@ -1,0 +1,1 @@
+"""What a RocketMQ broker keeps for consumers: the consumer table, offsets and queue locks (no I/O)."""
