@@ -7,7 +7,13 @@ the group's clients, and a client allocates from the id list of one broker,
 picked at random. Nothing makes the brokers agree, and nothing fences an
 offset commit.
 
-Built so far (issue 16): the broker side without I/O, after RocketMQ 4.9.8:
+Built so far (issue 16), without I/O, after RocketMQ 4.9.8:
+
+- `rebalance.py`: one consumer's rebalance of a topic (`RebalanceImpl`:
+  allocate from one broker's id list, update the process-queue table, start
+  offsets, orderly locks);
+
+and the broker side:
 
 - `broker/consumer_manager.py`: the consumer table, its four roads of
   change, and when the broker notifies;
