@@ -39,3 +39,29 @@ def test_the_grid_schema_is_the_spec_itself():
     for experiment in EXPERIMENTS.values():
         for spec in experiment.grid("quick"):
             assert list(spec.as_row()) == [f.name for f in GRID_SCHEMA.fields]
+
+
+def test_outside_the_registries_no_code_names_a_family():
+    """The runner, metrics, report and CLI read `Family` descriptors; only the registry and the experiments (whose
+    trials and findings are about designs) name one. Docstrings may, to teach."""
+    import ast
+    from pathlib import Path
+
+    from experiments.engine.families import FAMILIES
+
+    names = set(FAMILIES) | {f.package for f in FAMILIES.values()}
+    root = Path(__file__).resolve().parent.parent / "experiments"
+    checked = [p for layer in ("engine", "report", "cli") for p in (root / layer).glob("*.py")] + [root / "metrics.py"]
+    offenders = []
+    for path in checked:
+        if path.name == "families.py" or path.parent.name == "report" and path.name in ("herd.py", "faults.py"):
+            continue  # the registry; each experiment's own prose
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                if node.value in names or any(node.value.startswith(f"{n}.") for n in names):
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    assert len(checked) > 15 and offenders == []
