@@ -20,11 +20,19 @@ Rules a server follows (`WireServer`):
 - a handler raises `WireError(code, message)` to answer with an error;
   an unexpected exception answers UNKNOWN_SERVER_ERROR. Either way the server
   keeps serving every other connection.
+
+Each connection is a `Channel`: an API registered `with_channel` gets it with
+the request (a RocketMQ broker keys a consumer's registration by it), the
+server tells `on_channel_closed` listeners when one ends, and a server may
+`push` a frame nobody asked for on it (RocketMQ's NOTIFY_CONSUMER_IDS_CHANGED).
+A pushed frame has a `push` field and no correlation id; a `DuplexClient`
+hands it to its `on_push` while it goes on answering its requests.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import socket
 import socketserver
@@ -116,7 +124,43 @@ def read_frame(sock: socket.socket, max_frame_bytes: int = MAX_FRAME_BYTES) -> d
     return obj
 
 
-Handler = Callable[[dict], dict]
+Handler = Callable[..., dict]  # (request) -> answer, or (request, channel) -> answer for an API `with_channel`
+
+
+class Channel:
+    """One client connection, as the server sees it: an identity that lives as long as the connection, and
+    the way to send its client a frame it did not ask for."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, sock: socket.socket, peer: tuple):
+        self.id = next(Channel._ids)
+        self.peer = peer
+        self.closed = False
+        self._sock = sock
+        self._send_lock = threading.Lock()  # answers (the connection's thread) and pushes (any thread) interleave
+
+    def send(self, frame: dict) -> bool:
+        with self._send_lock:
+            try:
+                self._sock.sendall(encode(frame))
+                return True
+            except OSError:
+                return False
+
+    def push(self, kind: str, **body) -> bool:
+        """A frame its client did not ask for: `{"push": kind, ...}`; False if the connection is gone."""
+        return not self.closed and self.send({"push": kind, **body})
+
+    def close(self) -> None:
+        """End the connection from the server's side (its thread then ends, and the listeners are told)."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"Channel({self.id}, {self.peer[0]}:{self.peer[1]})"
 
 
 @dataclass(frozen=True)
@@ -124,6 +168,7 @@ class Api:
     name: str
     versions: tuple[int, ...]
     handler: Handler
+    with_channel: bool = False
 
 
 class WireServer:
@@ -142,7 +187,7 @@ class WireServer:
 
         class _Conn(socketserver.BaseRequestHandler):
             def handle(self):
-                outer._serve_connection(self.request)
+                outer._serve_connection(self.request, self.client_address)
 
         class _Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -157,11 +202,17 @@ class WireServer:
         self._server = _Server((LOOPBACK, port), _Conn)
         self.port = self._server.server_address[1]
         self._thread: threading.Thread | None = None
+        self._closed_listeners: list[Callable[[Channel], None]] = []
 
-    def add_api(self, name: str, versions: tuple[int, ...], handler: Handler) -> None:
+    def add_api(self, name: str, versions: tuple[int, ...], handler: Handler, *, with_channel: bool = False) -> None:
+        """Register an API; `with_channel`: its handler is called as `handler(request, channel)`."""
         if name in self.apis:
             raise ValueError(f"API {name} is already registered")
-        self.apis[name] = Api(name, versions, handler)
+        self.apis[name] = Api(name, versions, handler, with_channel)
+
+    def on_channel_closed(self, listener: Callable[[Channel], None]) -> None:
+        """Call `listener(channel)` when a connection ends, whoever ended it (RocketMQ's channel close event)."""
+        self._closed_listeners.append(listener)
 
     def start(self) -> WireServer:
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"{self.name}-accept", daemon=True)
@@ -175,7 +226,7 @@ class WireServer:
             self._thread = None
         self._server.server_close()
 
-    def dispatch(self, request: dict) -> dict:
+    def dispatch(self, request: dict, channel: Channel | None = None) -> dict:
         """Answer one well-formed frame (never raises)."""
         cid = request.get("correlation_id", -1)
         api = self.apis.get(request.get("api")) if isinstance(request.get("api"), str) else None
@@ -186,7 +237,7 @@ class WireServer:
             if request.get("version") not in api.versions:
                 raise WireError(ErrorCode.UNSUPPORTED_VERSION,
                                 f"{api.name} version {request.get('version')!r}; supported: {list(api.versions)}")
-            answer = api.handler(request)
+            answer = api.handler(request, channel) if api.with_channel else api.handler(request)
             return {"correlation_id": cid, "error_code": 0, "error": "NONE", **answer}
         except WireError as exc:
             return {"correlation_id": cid, "error_code": int(exc.code), "error": exc.code.name,
@@ -195,28 +246,27 @@ class WireServer:
             return {"correlation_id": cid, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
                     "error": "UNKNOWN_SERVER_ERROR", "message": f"{exc.__class__.__name__}: {exc}"}
 
-    def _serve_connection(self, sock: socket.socket) -> None:
-        while True:
-            try:
-                request = read_frame(sock, self.max_frame_bytes)
-            except ProtocolViolation as exc:
-                self._send(sock, {"correlation_id": -1, "error_code": int(ErrorCode.INVALID_REQUEST),
-                                  "error": "INVALID_REQUEST", "message": f"{exc}; closing the connection"})
-                return
-            except OSError:
-                return
-            if request is None:
-                return
-            if not self._send(sock, self.dispatch(request)):
-                return
-
-    @staticmethod
-    def _send(sock: socket.socket, answer: dict) -> bool:
+    def _serve_connection(self, sock: socket.socket, peer: tuple) -> None:
+        channel = Channel(sock, peer)
         try:
-            sock.sendall(encode(answer))
-            return True
-        except OSError:
-            return False
+            while True:
+                try:
+                    request = read_frame(sock, self.max_frame_bytes)
+                except ProtocolViolation as exc:
+                    channel.send({"correlation_id": -1, "error_code": int(ErrorCode.INVALID_REQUEST),
+                                  "error": "INVALID_REQUEST", "message": f"{exc}; closing the connection"})
+                    return
+                except OSError:
+                    return
+                if request is None or not channel.send(self.dispatch(request, channel)):
+                    return
+        finally:
+            channel.closed = True
+            for listener in self._closed_listeners:
+                try:
+                    listener(channel)
+                except Exception as exc:  # a listener's bug must not take the server down
+                    print(f"{self.name}: channel-closed listener failed: {exc!r}", file=sys.stderr)
 
 
 class WireClient:
@@ -275,3 +325,110 @@ class WireClient:
     def close(self) -> None:
         with self._lock:
             self.close_locked()
+
+
+class DuplexClient:
+    """A client that reads its connection all the time, as RocketMQ's (Netty) remoting client does.
+
+    Answers go to the request that waits for them (several may be in flight,
+    from several threads); a pushed frame goes to `on_push(frame)`, on the
+    reader thread; a lost connection fails every waiting request with
+    `ConnectionError` and calls `on_close()`. The next request connects again
+    (a new connection is a new channel to the server).
+    """
+
+    def __init__(self, host: str, port: int, *, client_id: str = "", timeout_s: float = 10.0,
+                 on_push: Callable[[dict], None] | None = None, on_close: Callable[[], None] | None = None):
+        self.address = (host, port)
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.on_push = on_push or (lambda frame: None)
+        self.on_close = on_close or (lambda: None)
+        self._cids = itertools.count(1)
+        self._lock = threading.Lock()  # the socket and the pending requests
+        self._send_lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        #: correlation id -> [threading.Event, the answer (None: the connection closed), the socket it went on]
+        self._pending: dict[int, list] = {}
+
+    def request(self, api: str, version: int = 1, *, timeout_s: float | None = None, **body) -> dict:
+        cid, slot = next(self._cids), [threading.Event(), None, None]
+        frame = {"api": api, "version": version, "correlation_id": cid, "client_id": self.client_id, **body}
+        where = f"{api} to {self.address[0]}:{self.address[1]}"
+        try:
+            with self._lock:
+                sock = slot[2] = self._connect_locked()
+                self._pending[cid] = slot
+            with self._send_lock:
+                sock.sendall(encode(frame))
+        except OSError as exc:
+            with self._lock:
+                self._pending.pop(cid, None)
+            raise ConnectionError(f"{where} failed: {exc}") from None
+        if not slot[0].wait(timeout_s or self.timeout_s):
+            with self._lock:
+                self._pending.pop(cid, None)
+            raise ConnectionError(f"{where}: no answer within {timeout_s or self.timeout_s:g} s")
+        if slot[1] is None:
+            raise ConnectionError(f"{where}: connection closed")
+        return slot[1]
+
+    def call(self, api: str, version: int = 1, **body) -> dict:
+        answer = self.request(api, version, **body)
+        if answer.get("error_code", 0) != 0:
+            raise WireError(answer["error_code"], answer.get("message", ""))
+        return answer
+
+    def close(self) -> None:
+        with self._lock:
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def _connect_locked(self) -> socket.socket:
+        if self._sock is None:
+            sock = socket.create_connection(self.address, timeout=self.timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(None)  # the reader blocks until a frame or the end; requests time out on their own
+            self._sock = sock
+            threading.Thread(target=self._read, args=(sock,), name=f"duplex-{self.client_id or 'client'}",
+                             daemon=True).start()
+        return self._sock
+
+    def _read(self, sock: socket.socket) -> None:
+        try:
+            while True:
+                try:
+                    frame = read_frame(sock)
+                except (OSError, ProtocolViolation):
+                    frame = None
+                if frame is None:
+                    return
+                if "push" in frame:
+                    try:
+                        self.on_push(frame)
+                    except Exception as exc:  # the reader must go on reading
+                        print(f"duplex client: on_push failed: {exc!r}", file=sys.stderr)
+                    continue
+                with self._lock:
+                    slot = self._pending.pop(frame.get("correlation_id"), None)
+                if slot is not None:
+                    slot[1] = frame
+                    slot[0].set()
+        finally:
+            with self._lock:
+                if self._sock is sock:
+                    self._sock = None
+                lost = [cid for cid, slot in self._pending.items() if slot[2] is sock]
+                waiting = [self._pending.pop(cid) for cid in lost]
+            for slot in waiting:
+                slot[0].set()  # answer None: the connection closed
+            try:
+                sock.close()
+            except OSError:
+                pass
+            self.on_close()

@@ -21,6 +21,10 @@ and the broker side:
 - `broker/locks.py`: the orderly consumers' queue locks (60 s).
 
 The allocation strategies are shared: `lab_cluster/assignment/rocketmq.py`.
+The wire has what RocketMQ's remoting needs (`lab_cluster/wire.py`): a
+server-side `Channel` per connection, told to listeners when it closes, with
+`push` for NOTIFY_CONSUMER_IDS_CHANGED, and a `DuplexClient` that reads its
+connection all the time.
 The client, the broker plug-in and the family's `FAMILY` descriptor come next;
 until then the family is not in the registry (`experiments/engine/families.py`).
 """

@@ -5,6 +5,7 @@ import struct
 import threading
 
 import pytest
+from conftest import wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -151,3 +152,84 @@ def test_a_server_that_never_started_stops_at_once():
     server.stop()  # would block forever if it waited for an accept loop that never ran
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2)
+
+
+@pytest.fixture
+def channel_server():
+    """A server whose `Register` remembers the asker's channel and whose `Notify` pushes to every channel."""
+    srv = WireServer(name="channels")
+    seen, closed = {}, []
+
+    def register(request, channel):
+        seen[request["client_id"]] = channel
+        return {"channel": channel.id}
+
+    def notify(request, channel):
+        for other in list(seen.values()):
+            other.push("NOTIFY", group=request["group"])
+        return {"pushed": len(seen)}
+
+    srv.add_api("Register", (1,), register, with_channel=True)
+    srv.add_api("Notify", (1,), notify, with_channel=True)
+    srv.on_channel_closed(closed.append)
+    srv.start()
+    yield srv, seen, closed
+    srv.stop()
+
+
+def test_a_channel_is_one_connection_and_its_end_is_told(channel_server):
+    from lab_cluster.wire import DuplexClient
+
+    srv, seen, closed = channel_server
+    a, b = DuplexClient("127.0.0.1", srv.port, client_id="a"), DuplexClient("127.0.0.1", srv.port, client_id="b")
+    first, again = a.call("Register")["channel"], a.call("Register")["channel"]
+    assert first == again != b.call("Register")["channel"]
+    a.close()
+    wait_for(lambda: closed, "the server to tell its listener the channel closed", timeout_s=10)
+    assert [c.id for c in closed] == [first] and seen["a"].closed
+    assert not seen["a"].push("NOTIFY", group="g")  # a push to a closed channel says so
+    assert a.call("Register")["channel"] not in (first, seen["b"].id)  # a new connection is a new channel
+    a.close()
+    b.close()
+
+
+def test_pushes_reach_the_client_between_and_during_its_requests(channel_server):
+    from lab_cluster.wire import DuplexClient
+
+    srv, seen, _ = channel_server
+    pushed = {"a": [], "b": []}
+    got_b = threading.Event()
+
+    def on_push_b(frame):
+        pushed["b"].append(frame)
+        got_b.set()
+
+    a = DuplexClient("127.0.0.1", srv.port, client_id="a", on_push=pushed["a"].append)
+    b = DuplexClient("127.0.0.1", srv.port, client_id="b", on_push=on_push_b)
+    a.call("Register")
+    b.call("Register")
+    assert a.call("Notify", group="g")["pushed"] == 2  # a's own push arrived before its answer
+    assert got_b.wait(5)  # b was idle: its reader got it anyway
+    assert pushed == {"a": [{"push": "NOTIFY", "group": "g"}], "b": [{"push": "NOTIFY", "group": "g"}]}
+    a.close()
+    b.close()
+
+
+def test_a_connection_the_server_ends_fails_the_waiting_request_and_is_told(channel_server):
+    from lab_cluster.wire import DuplexClient
+
+    srv, seen, _ = channel_server
+    ended = threading.Event()
+    hold = threading.Event()
+    srv.add_api("Hold", (1,), lambda request: hold.wait(10) and {})
+    c = DuplexClient("127.0.0.1", srv.port, client_id="c", on_close=ended.set)
+    c.call("Register")
+    failed = []
+    waiter = threading.Thread(target=lambda: failed.append(pytest.raises(ConnectionError, c.request, "Hold")))
+    waiter.start()
+    threading.Event().wait(0.2)
+    seen["c"].close()  # the broker drops the channel while a request is in flight
+    waiter.join(10)
+    hold.set()
+    assert failed and "connection closed" in str(failed[0].value) and ended.wait(5)
+    c.close()
