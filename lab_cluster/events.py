@@ -103,6 +103,12 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("member_expired", ("broker", "group", "member"), "a member's session expired on the coordinator"),
     EventKind("offsets_loaded", ("broker", "offsets_partition"), "a coordinator loaded an offsets partition"),
     EventKind("offsets_topic_created", ("broker", "partitions"), "`__consumer_offsets` was created"),
+    EventKind("rocketmq_request", ("broker", "api", "code"),
+              "a RocketMQ client request reached a broker's consumer manager (`rocketmq_client/broker/service.py`)"),
+    EventKind("consumer_ids_changed", ("broker", "group", "channels"),
+              "a RocketMQ broker's CHANGE: NOTIFY_CONSUMER_IDS_CHANGED pushed to these channels"),
+    EventKind("channel_expired", ("broker", "channel"),
+              "a RocketMQ broker's scan dropped a channel silent for 120 s (and told nobody)"),
     EventKind("produced", ("topic", "partition", "offset"), "the producer wrote one record"),
     EventKind("producer_stopped", ("produced",), "the producer stopped, with its count"),
     # -- the trial runner and the fault injector -------------------------------------------------------

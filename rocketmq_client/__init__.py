@@ -19,12 +19,15 @@ and the broker side:
   change, and when the broker notifies;
 - `broker/offsets.py`: offsets per ``topic@group`` and queue, accepted from anyone;
 - `broker/locks.py`: the orderly consumers' queue locks (60 s).
+- `broker/service.py`: the plug-in that puts them on a lab broker's wire
+  (HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, the offset and
+  lock requests), pushes NOTIFY_CONSUMER_IDS_CHANGED and runs the 10 s scan.
 
 The allocation strategies are shared: `lab_cluster/assignment/rocketmq.py`.
 The wire has what RocketMQ's remoting needs (`lab_cluster/wire.py`): a
 server-side `Channel` per connection, told to listeners when it closes, with
 `push` for NOTIFY_CONSUMER_IDS_CHANGED, and a `DuplexClient` that reads its
 connection all the time.
-The client, the broker plug-in and the family's `FAMILY` descriptor come next;
+The client with its service loops and the family's `FAMILY` descriptor come next;
 until then the family is not in the registry (`experiments/engine/families.py`).
 """

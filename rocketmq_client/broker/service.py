@@ -1,0 +1,143 @@
+"""The RocketMQ side of a lab broker: the plug-in that puts the consumer table, offsets and locks on the wire.
+
+Start a broker with it::
+
+    python -m lab_cluster.broker --id 1 --zk ZK --trial-dir DIR --plugin rocketmq_client.broker.service:install
+
+It adds RocketMQ's consumer-facing requests, under RocketMQ's request-code names
+(`RequestCode`), each answered by the I/O-free cores beside it:
+
+| request | body | answer |
+|---|---|---|
+| `HEART_BEAT` | `client_id`, `consumer_data`: [{`group`, `topics`: {topic: version}}] | registered (this channel) |
+| `UNREGISTER_CLIENT` | `client_id`, `consumer_group` | removed |
+| `GET_CONSUMER_LIST_BY_GROUP` | `consumer_group` | `consumer_id_list`, or SYSTEM_ERROR |
+| `UPDATE_CONSUMER_OFFSET` | `consumer_group`, `topic`, `queue_id`, `commit_offset` | stored, from anyone |
+| `QUERY_CONSUMER_OFFSET` | `consumer_group`, `topic`, `queue_id` | `offset`, or QUERY_NOT_FOUND |
+| `LOCK_BATCH_MQ`, `UNLOCK_BATCH_MQ` | `consumer_group`, `client_id`, `mq_set`: [[topic, broker, q]] | locked set |
+
+A connection is a RocketMQ channel (`lab_cluster.wire.Channel`): the consumer
+table is keyed by it, its close is `doChannelCloseEvent`, and a CHANGE pushes
+`{"push": "NOTIFY_CONSUMER_IDS_CHANGED", "consumer_group": g}` on every channel
+of the group at once (4.9.8's `DefaultConsumerIdsChangeListener`). The scan
+runs every 10 s and closes the channels it drops.
+
+Departures, stated: RocketMQ's response code travels in the answer's `code`
+(`SUCCESS`, `SYSTEM_ERROR`, `QUERY_NOT_FOUND`) while the lab frame's
+`error_code` stays Kafka's NONE; offsets live in the broker's memory (RocketMQ
+flushes them to disk every 5 s), so a broker that restarts forgets them; the
+broker-side first-time quirk of `QUERY_CONSUMER_OFFSET` (0 rather than
+not-found for a young queue) is not modelled.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from lab_cluster.wire import Channel, ErrorCode, WireError
+
+from .consumer_manager import SCAN_INTERVAL_MS, ConsumerManager, NoConsumer
+from .locks import RebalanceLockManager
+from .offsets import ConsumerOffsetManager
+
+NOTIFY_CONSUMER_IDS_CHANGED = "NOTIFY_CONSUMER_IDS_CHANGED"
+
+
+class RocketMQService:
+    def __init__(self, broker, *, scan_interval_ms: int = SCAN_INTERVAL_MS):
+        self.broker = broker
+        self.consumers = ConsumerManager(self._on_change)
+        self.offsets = ConsumerOffsetManager()
+        self.locks = RebalanceLockManager()
+        self._stop = threading.Event()
+        self._scan_interval_s = scan_interval_ms / 1000
+        server = broker.server
+        for name, handler, with_channel in (
+                ("HEART_BEAT", self._heartbeat, True), ("UNREGISTER_CLIENT", self._unregister, True),
+                ("GET_CONSUMER_LIST_BY_GROUP", self._consumer_list, False),
+                ("UPDATE_CONSUMER_OFFSET", self._update_offset, False),
+                ("QUERY_CONSUMER_OFFSET", self._query_offset, False),
+                ("LOCK_BATCH_MQ", self._lock, False), ("UNLOCK_BATCH_MQ", self._unlock, False)):
+            server.add_api(name, (1,), _checked(name, handler), with_channel=with_channel)
+        server.on_channel_closed(self.consumers.do_channel_close_event)
+        self._scanner = threading.Thread(target=self._scan, name="rocketmq-scan", daemon=True)
+        self._scanner.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- the consumer table ----------------------------------------------------------------
+    def _on_change(self, event: str, group: str, channels: list[Channel]) -> None:
+        if event != "CHANGE":
+            return
+        self.broker.record("consumer_ids_changed", group=group, channels=[c.id for c in channels])
+        for channel in channels:
+            channel.push(NOTIFY_CONSUMER_IDS_CHANGED, consumer_group=group)
+
+    def _scan(self) -> None:
+        while not self._stop.wait(self._scan_interval_s):
+            for channel in self.consumers.scan_not_active_channel():
+                self.broker.record("channel_expired", channel=channel.id)
+                channel.close()
+
+    def _answer(self, api: str, request: dict, code: str = "SUCCESS", **body) -> dict:
+        self.broker.record("rocketmq_request", api=api, code=code, client=request.get("client_id"),
+                           group=request.get("consumer_group"))
+        return {"code": code, **body}
+
+    def _heartbeat(self, request: dict, channel: Channel) -> dict:
+        for data in request.get("consumer_data", []):
+            self.consumers.register_consumer(str(data["group"]), channel, str(request["client_id"]),
+                                             {str(t): int(v) for t, v in dict(data.get("topics", {})).items()})
+        return self._answer("HEART_BEAT", request)
+
+    def _unregister(self, request: dict, channel: Channel) -> dict:
+        self.consumers.unregister_consumer(str(request["consumer_group"]), channel)
+        return self._answer("UNREGISTER_CLIENT", request)
+
+    def _consumer_list(self, request: dict) -> dict:
+        try:
+            ids = self.consumers.find_consumer_id_list(str(request["consumer_group"]))
+        except NoConsumer as exc:
+            return self._answer("GET_CONSUMER_LIST_BY_GROUP", request, "SYSTEM_ERROR", remark=str(exc))
+        return self._answer("GET_CONSUMER_LIST_BY_GROUP", request, consumer_id_list=ids)
+
+    # -- offsets and locks ------------------------------------------------------------------
+    def _update_offset(self, request: dict) -> dict:
+        self.offsets.commit_offset(str(request["consumer_group"]), str(request["topic"]), int(request["queue_id"]),
+                                   int(request["commit_offset"]))
+        return self._answer("UPDATE_CONSUMER_OFFSET", request)
+
+    def _query_offset(self, request: dict) -> dict:
+        offset = self.offsets.query_offset(str(request["consumer_group"]), str(request["topic"]),
+                                           int(request["queue_id"]))
+        if offset is None:
+            return self._answer("QUERY_CONSUMER_OFFSET", request, "QUERY_NOT_FOUND", remark="Not found")
+        return self._answer("QUERY_CONSUMER_OFFSET", request, offset=offset)
+
+    def _lock(self, request: dict) -> dict:
+        queues = [tuple(mq) for mq in request.get("mq_set", [])]
+        granted = self.locks.try_lock_batch(str(request["consumer_group"]), queues, str(request["client_id"]))
+        return self._answer("LOCK_BATCH_MQ", request, lock_ok_mq_set=[list(mq) for mq in sorted(granted)])
+
+    def _unlock(self, request: dict) -> dict:
+        queues = [tuple(mq) for mq in request.get("mq_set", [])]
+        self.locks.unlock_batch(str(request["consumer_group"]), queues, str(request["client_id"]))
+        return self._answer("UNLOCK_BATCH_MQ", request)
+
+
+def _checked(api: str, handler):
+    """A request that lacks a field, or carries one of the wrong type, is INVALID_REQUEST naming the API (the
+    connection stays open), never an unknown server error."""
+    def handle(*args):
+        try:
+            return handler(*args)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WireError(ErrorCode.INVALID_REQUEST,
+                            f"{api}: bad or missing field ({exc.__class__.__name__}: {exc}); "
+                            "see rocketmq_client/broker/service.py for each request's body") from None
+    return handle
+
+
+def install(broker) -> RocketMQService:
+    return RocketMQService(broker)
