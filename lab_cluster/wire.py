@@ -269,7 +269,26 @@ class WireServer:
                     print(f"{self.name}: channel-closed listener failed: {exc!r}", file=sys.stderr)
 
 
-class WireClient:
+def _open(address: tuple[str, int], timeout_s: float) -> socket.socket:
+    sock = socket.create_connection(address, timeout=timeout_s)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+class _Client:
+    """What both clients share: `call`, which is `request` that raises `WireError` for an error answer."""
+
+    def request(self, api: str, version: int = 1, **body) -> dict:
+        raise NotImplementedError
+
+    def call(self, api: str, version: int = 1, **body) -> dict:
+        answer = self.request(api, version, **body)
+        if answer.get("error_code", 0) != 0:
+            raise WireError(answer["error_code"], answer.get("message", ""))
+        return answer
+
+
+class WireClient(_Client):
     """A blocking client for one server; one request at a time (thread-safe).
 
     `request()` returns the answer; `call()` also raises `WireError` for an error answer.
@@ -303,16 +322,10 @@ class WireClient:
                 raise ConnectionError(f"{api} to {self.address[0]}:{self.address[1]}: connection closed")
             return answer
 
-    def call(self, api: str, version: int = 1, **body) -> dict:
-        answer = self.request(api, version, **body)
-        if answer.get("error_code", 0) != 0:
-            raise WireError(answer["error_code"], answer.get("message", ""))
-        return answer
 
     def _connect(self) -> socket.socket:
         if self._sock is None:
-            self._sock = socket.create_connection(self.address, timeout=self.timeout_s)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = _open(self.address, self.timeout_s)
         return self._sock
 
     def close_locked(self) -> None:
@@ -327,7 +340,7 @@ class WireClient:
             self.close_locked()
 
 
-class DuplexClient:
+class DuplexClient(_Client):
     """A client that reads its connection all the time, as RocketMQ's (Netty) remoting client does.
 
     Answers go to the request that waits for them (several may be in flight,
@@ -373,11 +386,6 @@ class DuplexClient:
             raise ConnectionError(f"{where}: connection closed")
         return slot[1]
 
-    def call(self, api: str, version: int = 1, **body) -> dict:
-        answer = self.request(api, version, **body)
-        if answer.get("error_code", 0) != 0:
-            raise WireError(answer["error_code"], answer.get("message", ""))
-        return answer
 
     def close(self) -> None:
         with self._lock:
@@ -391,8 +399,7 @@ class DuplexClient:
 
     def _connect_locked(self) -> socket.socket:
         if self._sock is None:
-            sock = socket.create_connection(self.address, timeout=self.timeout_s)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = _open(self.address, self.timeout_s)
             sock.settimeout(None)  # the reader blocks until a frame or the end; requests time out on their own
             self._sock = sock
             threading.Thread(target=self._read, args=(sock,), name=f"duplex-{self.client_id or 'client'}",

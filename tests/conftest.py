@@ -138,12 +138,11 @@ def spark():
 
 def run_experiment(spark, run_dir, specs):
     """Run a grid of trials on Spark into `run_dir` and analyse it: (run_dir, specs, summary)."""
-    from experiments.catalogue import EXPERIMENTS
+    from experiments.catalogue import KEEP_TIMELINES
     from experiments.engine.harness import analyse, run_grid
 
     results = run_grid(spark, specs, str(run_dir))
-    return run_dir, specs, analyse(spark, str(run_dir), specs, results,
-                                   timelines_for={e.name for e in EXPERIMENTS.values() if e.keeps_timelines})
+    return run_dir, specs, analyse(spark, str(run_dir), specs, results, timelines_for=KEEP_TIMELINES)
 
 
 def wait_for(predicate, what, timeout_s=60, every_s=0.05):

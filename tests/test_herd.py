@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from conftest import run_experiment, vocabulary_problems
 
-from experiments.catalogue import herd
+from experiments.catalogue import VERSIONS, herd
 from experiments.cli import main
 from experiments.engine.finding import by_id
 from experiments.engine.harness import analyse, run_grid
@@ -90,7 +90,7 @@ def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path
     run_dir = herd_run[0]
     from experiments.engine.environment import environment
 
-    env = environment(spark, herd_run[2], "test", "pytest", experiment_versions={"herd": herd.EXPERIMENT.version})
+    env = environment(spark, herd_run[2], "test", "pytest", experiment_versions=VERSIONS)
     (run_dir / "environment.json").write_text(json.dumps(env))
     first, second = tmp_path / "a" / "REPORT.md", tmp_path / "b" / "REPORT.md"
     first.parent.mkdir()

@@ -17,6 +17,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     split_brain.EXPERIMENT,
     zombie.EXPERIMENT,
 )}
+#: the experiments whose trials keep timelines for their report sections (what the harness is told)
+KEEP_TIMELINES: frozenset[str] = frozenset(e.name for e in EXPERIMENTS.values() if e.keeps_timelines)
+#: each experiment's version, as a run records it
+VERSIONS: dict[str, int] = {e.name: e.version for e in EXPERIMENTS.values()}
 
 #: every design some experiment runs, in a stable order (what `run --designs` accepts)
 DESIGNS: tuple[str, ...] = tuple(dict.fromkeys(d for e in EXPERIMENTS.values() for d in e.designs))

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from experiments.catalogue import DESIGNS, EXPERIMENTS
+from experiments.catalogue import DESIGNS, EXPERIMENTS, KEEP_TIMELINES, VERSIONS
 from experiments.engine import store
 from experiments.report import published
 from lab_cluster.errors import LabError
@@ -130,12 +130,11 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
             progress.update(bars[row.trial], completed=phases[row.trial],
                             phase=row.status if row.status == "ok" else f"FAILED: {row.reason[:60]}")
     console.print("analysing the traces with Spark SQL ...")
-    summary = analyse(spark, run_uri, specs, results,
-                      timelines_for={e.name for e in EXPERIMENTS.values() if e.keeps_timelines})
+    summary = analyse(spark, run_uri, specs, results, timelines_for=KEEP_TIMELINES)
     local = store.local_path(run_uri)
     if local is not None:
         env = environment(spark, summary, profile, "python -m experiments " + shlex.join(sys.argv[1:]),
-                          commit=commit, experiment_versions={e.name: e.version for e in EXPERIMENTS.values()})
+                          commit=commit, experiment_versions=VERSIONS)
         (local / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
     _print_table(console, summary)
     return summary

@@ -119,8 +119,8 @@ class Registrations:
     def commit(self, group: str, topic: str, partition: int, client_id: str) -> int:
         """`consumerCommitC2B`'s check: UNAUTHORIZED unless the asker holds the partition."""
         with self._lock:
-            code = self._holder_code((group, topic, partition), client_id, UNAUTHORIZED)
-            return UNAUTHORIZED if code == DUPLICATE_PARTITION else code
+            return SUCCESS if self._holder_code((group, topic, partition), client_id, HB_NO_NODE) == SUCCESS \
+                else UNAUTHORIZED
 
     def expire(self) -> list[tuple[str, str, int]]:
         """The heartbeat manager's timeout: release registrations silent for more than the timeout, rolling
