@@ -140,3 +140,50 @@ def test_zookeeper_home_without_jars_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("ZOOKEEPER_HOME", str(tmp_path))
     with pytest.raises(LabError, match="holds no zookeeper-X.Y.Z.jar"):
         find_distribution()
+
+
+def test_a_server_whose_port_was_taken_meanwhile_is_started_again_on_new_ports(monkeypatch):
+    """The port race: a port picked free is taken before the JVM binds it. The server exits with "Address
+    already in use"; the ensemble is started again on fresh ports rather than failing the run."""
+    import dataclasses
+    import socket
+
+    from lab_cluster.leaks import find_leaks
+    from lab_cluster.zk import ensemble as ensemble_module
+    from lab_cluster.zk import provision
+    from lab_cluster.zk.settings import plan_ensemble
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    busy = taken.getsockname()[1]
+    plans = []
+
+    def first_plan_loses_its_client_port(size, client_port=None):
+        plan = plan_ensemble(size, client_port=client_port)
+        if not plans:
+            plan[0] = dataclasses.replace(plan[0], client_port=busy)
+        plans.append(plan)
+        return plan
+
+    monkeypatch.setattr(ensemble_module, "plan_ensemble", first_plan_loses_its_client_port)
+    running_before = set(find_leaks())
+    try:
+        with provision(servers=1, backend="embedded") as zk:
+            assert len(plans) == 2 and zk.servers[0].address.client_port != busy
+            assert zk.servers[0].srvr().get("serving")
+    finally:
+        taken.close()
+    assert set(find_leaks()) == running_before
+
+
+def test_a_trial_whose_server_fails_to_start_keeps_the_servers_log(monkeypatch, tmp_path):
+    from experiments.engine import trial
+    from lab_cluster.zk import ZkSettings, provision
+
+    monkeypatch.setattr(trial, "provision", lambda servers, backend: provision(
+        servers=servers, backend="embedded", settings=ZkSettings(heap_mb=1)))  # the JVM refuses a 1 MB heap
+    result = trial.run_trial(trial.TrialSpec("herd", "legacy", consumers=1, partitions=2), tmp_path / "t")
+    assert result.status == "failed" and "exited during start-up" in result.reason
+    assert "failure.log" in result.reason
+    assert "heap" in (tmp_path / "t" / "failure.log").read_text().lower()

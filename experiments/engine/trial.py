@@ -212,6 +212,9 @@ def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | Non
         status, reason = "failed", str(exc)
     except LabError as exc:
         status, reason = "failed", exc.paragraph()
+        if exc.details:  # e.g. the log tail of a ZooKeeper server that exited at start-up: kept with the trial
+            (trial_dir / "failure.log").write_text(exc.details + "\n")
+            reason += " (its details: failure.log in the trial's directory)"
     return TrialResult(spec.trial_id, status, reason, str(trial_dir), round(time.monotonic() - started, 2),
                        environment)
 

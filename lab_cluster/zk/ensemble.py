@@ -34,6 +34,8 @@ from .server import ServerState, ZkServer
 from .settings import ServerAddress, ZkSettings, plan_ensemble
 
 ServerFactory = Callable[[ServerAddress, list[ServerAddress], ZkSettings], ZkServer]
+#: how many times an ensemble is started on fresh ports when a server lost one of its ports to another process
+BIND_ATTEMPTS = 3
 
 
 class Ensemble:
@@ -54,12 +56,31 @@ class Ensemble:
     @classmethod
     def start(cls, backend: str, factory: ServerFactory, size: int, settings: ZkSettings,
               reason: str = "") -> Ensemble:
-        """Start `size` servers with `factory` and wait until they serve with one leader."""
+        """Start `size` servers with `factory` and wait until they serve with one leader.
+
+        Ports are picked free (`plan_ensemble`) but bound only when the JVMs
+        start, so another process (or one of this ensemble's own quorum proxies,
+        bound meanwhile) can take one in between; a server then exits with
+        "Address already in use". The whole ensemble is then started again on
+        new ports, up to `BIND_ATTEMPTS` times; any other failure is raised at once.
+        """
         if settings.client_port is not None:
             if size != 1:
                 raise LabError("A fixed client port applies to a single server only.",
                                "Leave the port out for an ensemble; the lab picks free ports.")
             require_free(settings.client_port, "the ZooKeeper client port")
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            try:
+                return cls._start_once(backend, factory, size, settings, reason)
+            except LabError as exc:
+                lost_a_port = "Address already in use" in exc.details and settings.client_port is None
+                if not lost_a_port or attempt == BIND_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _start_once(cls, backend: str, factory: ServerFactory, size: int, settings: ZkSettings,
+                    reason: str) -> Ensemble:
         plan = plan_ensemble(size, client_port=settings.client_port)
         proxies: dict[tuple[int, int], FaultProxy] = {}
         servers: list[ZkServer] = []
