@@ -8,15 +8,19 @@ How the traces are cut (`change_windows`). The trial runner's `scenario`
 actor records each `change` (index, `join` or `leave`) and an `end`. A change's
 window runs from its `change` event to the next change (or `end`). Within it:
 
-- `notifications_per_change`: consumers' `zk_watch_fired` events in the window;
+- `notifications_per_change`: what told consumers of the change, in the window:
+  their `zk_watch_fired` events (ZooKeeper era) and the NOTIFY_CONSUMER_IDS_CHANGED
+  pushes they received (`notified`, RocketMQ);
 - `zk_requests_per_change`: consumers' `zk_read` + `zk_write` from the change
   until convergence;
 - `membership_reads_per_change`: of those, the reads of a member's
   registration (`getData` of `/consumers/<g>/ids/<id>`, `membership_reads`):
   the part of a ZooKeeper-era rebalance that grows as N², since every consumer
   that rebalances reads every member's registration;
-- `coordinator_requests_per_change`: the coordinators' `coordinator_request`
-  events (every group API a consumer called) from the change until convergence;
+- `broker_requests_per_change`: the group requests brokers served from the
+  change until convergence: a coordinator's `coordinator_request` (every group
+  API a consumer called) and RocketMQ's `rocketmq_request` (heartbeats, id
+  lists, offsets and locks);
 - `control_messages_per_change`: the sum of the three;
 - `rebalance_attempts` / `rebalance_failures`: consumers' `rebalance_begin` /
   (`rebalance_failed` or `consumer_failed`) in the window;
@@ -348,7 +352,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
     steps = owner_steps(events, intervals)
     parts = [
         _tally(node_watch_events(ce).unionByName(membership_reads(ce)), windows,
-               {"notifications_per_change": ("zk_watch_fired",),
+               {"notifications_per_change": ("zk_watch_fired", "notified"),
                 "zk_requests_per_change": ("zk_read", "zk_write"),
                 "membership_reads_per_change": ("membership_read",),
                 "rebalance_attempts": ("rebalance_begin",),
@@ -356,8 +360,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
                 "owner_conflicts": ("owner_conflict",)},
                until_converged=("zk_requests_per_change", "membership_reads_per_change")),
         # the coordinators' side: every group request a consumer sent, until convergence
-        _tally(events, windows, {"coordinator_requests_per_change": ("coordinator_request",)},
-               until_converged=("coordinator_requests_per_change",)),
+        _tally(events, windows, {"broker_requests_per_change": ("coordinator_request", "rocketmq_request")},
+               until_converged=("broker_requests_per_change",)),
         _in_window(_zombie_commits(ce, intervals), windows).groupBy(*KEYS).agg(
             F.count(F.lit(1)).alias("zombie_commits_accepted")),
         _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
@@ -370,13 +374,13 @@ def change_metrics(events: DataFrame) -> DataFrame:
     for part in parts:
         out = out.join(part, KEYS, "left")
     counts = ["notifications_per_change", "zk_requests_per_change", "membership_reads_per_change",
-              "coordinator_requests_per_change",
+              "broker_requests_per_change",
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views"]
     return (out.drop("members").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
             .withColumnRenamed("complete_at_end", "converged")
             .withColumn("control_messages_per_change", F.col("notifications_per_change")
-                        + F.col("zk_requests_per_change") + F.col("coordinator_requests_per_change"))
+                        + F.col("zk_requests_per_change") + F.col("broker_requests_per_change"))
             .withColumn("convergence_ms",
                         F.when(F.col("converged"), (F.col("converged_ns") - F.col("start_ns")) / 1e6)))
 

@@ -109,6 +109,11 @@ KINDS: dict[str, EventKind] = _kinds(
               "a RocketMQ broker's CHANGE: NOTIFY_CONSUMER_IDS_CHANGED pushed to these channels"),
     EventKind("channel_expired", ("broker", "channel"),
               "a RocketMQ broker's scan dropped a channel silent for 120 s (and told nobody)"),
+    # -- RocketMQ's client (rocketmq_client) -------------------------------------------------------------
+    EventKind("notified", ("member", "broker"),
+              "a RocketMQ consumer received NOTIFY_CONSUMER_IDS_CHANGED from a broker (it rebalances at once)"),
+    EventKind("rocketmq_request_failed", ("member", "api", "broker", "error"),
+              "a RocketMQ consumer's request to a broker failed (RocketMQ logs it and goes on)"),
     EventKind("produced", ("topic", "partition", "offset"), "the producer wrote one record"),
     EventKind("producer_stopped", ("produced",), "the producer stopped, with its count"),
     # -- the trial runner and the fault injector -------------------------------------------------------

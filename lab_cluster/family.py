@@ -41,7 +41,9 @@ class Family:
     #: its `assigned` event carries the view's id, `view`) or "leader" (one member per generation, from the
     #: member list the coordinator gave it: `leader_assignment`); `experiments/metrics.py: views_in_effect`
     computes: str
-    victim_link: str  # the link a `cut` blackholes: "zk" (its own ZooKeeper link) or "coordinator"
+    #: the link a `cut` blackholes: "zk" (its own ZooKeeper link), "coordinator" (its link to its coordinator) or
+    #: "brokers" (its links to every broker: where membership and data share one channel per broker)
+    victim_link: str
     stops_by: str  # what a graceful stop does, as the CLI tells the user
     #: "module:function" every broker loads for this family (its coordinator), or None
     broker_plugin: str | None = None
@@ -50,14 +52,19 @@ class Family:
     find_coordinator: Callable[[list[tuple[str, int]], str], tuple[str, int]] | None = None
     #: the config that makes a consumer read from the start of the log (every produced record is one to process)
     from_beginning: dict[str, str] = field(default_factory=dict)
+    #: the config key that routes the victim through its link when that is not its address: "coordinator" takes
+    #: the proxy's `host:port`; "brokers" takes `broker host:port=proxy host:port,...` (`Link.routes`)
+    via_config: str | None = None
 
     def __post_init__(self):
-        if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator") \
+        if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator", "brokers") \
                 or self.computes not in ("member", "leader"):
-            raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk or coordinator, "
-                             "computes member or leader")
+            raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk, coordinator or "
+                             "brokers, computes member or leader")
         if self.victim_link == "coordinator" and self.find_coordinator is None:
             raise ValueError(f"family {self.name}: a coordinator victim link needs find_coordinator")
+        if self.victim_link != "zk" and not self.via_config:
+            raise ValueError(f"family {self.name}: a {self.victim_link} victim link needs via_config")
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,12 @@ class Link:
     def connect(self) -> str:
         return ",".join(f"127.0.0.1:{p.port}" for p in self.proxies) + self.chroot
 
+    @property
+    def routes(self) -> str:
+        """`upstream host:port=proxy host:port,...`: for a client that learns its servers' addresses elsewhere
+        (a route) and must reach each through its proxy."""
+        return ",".join(f"{p.upstream[0]}:{p.upstream[1]}=127.0.0.1:{p.port}" for p in self.proxies)
+
     def set_mode(self, mode: Mode, delay_ms: int = 0) -> None:
         for proxy in self.proxies:
             proxy.set_mode(mode, delay_ms=delay_ms)

@@ -27,4 +27,4 @@ FAMILY = Family(
     # every broker hosts a coordinator, with Kafka's own defaults (`coordinator/service.py`)
     broker_plugin="modern_coord.coordinator.service:install",
     find_coordinator=lambda brokers, group: wait_for_coordinator(brokers, group, client_id="scenario")[1:],
-    from_beginning={"auto.offset.reset": "earliest"})
+    from_beginning={"auto.offset.reset": "earliest"}, via_config="lab.coordinator.via")

@@ -7,18 +7,23 @@ the group's clients, and a client allocates from the id list of one broker,
 picked at random. Nothing makes the brokers agree, and nothing fences an
 offset commit.
 
-Built so far (issue 16), without I/O, after RocketMQ 4.9.8:
+The client (start with `consumer.py`):
 
-- `rebalance.py`: one consumer's rebalance of a topic (`RebalanceImpl`:
+- `consumer.py`: the push consumer, its service threads (scheduled tasks,
+  RebalanceService, pull and consume), start and shutdown;
+- `rebalance.py`: one rebalance of a topic, without I/O (`RebalanceImpl`:
   allocate from one broker's id list, update the process-queue table, start
   offsets, orderly locks);
+- `instance.py`: what it asks of the brokers (`MQClientInstance`: routes,
+  heartbeats to every broker, the id list from one, offsets, locks, pulls);
+- `config.py`: RocketMQ's names and defaults.
 
-and the broker side:
+The broker side, a plug-in every lab broker loads:
 
 - `broker/consumer_manager.py`: the consumer table, its four roads of
   change, and when the broker notifies;
 - `broker/offsets.py`: offsets per ``topic@group`` and queue, accepted from anyone;
-- `broker/locks.py`: the orderly consumers' queue locks (60 s).
+- `broker/locks.py`: the orderly consumers' queue locks (60 s);
 - `broker/service.py`: the plug-in that puts them on a lab broker's wire
   (HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, the offset and
   lock requests), pushes NOTIFY_CONSUMER_IDS_CHANGED and runs the 10 s scan.
@@ -28,6 +33,30 @@ The wire has what RocketMQ's remoting needs (`lab_cluster/wire.py`): a
 server-side `Channel` per connection, told to listeners when it closes, with
 `push` for NOTIFY_CONSUMER_IDS_CHANGED, and a `DuplexClient` that reads its
 connection all the time.
-The client with its service loops and the family's `FAMILY` descriptor come next;
-until then the family is not in the registry (`experiments/engine/families.py`).
 """
+
+from lab_cluster.family import Family
+
+from .config import ClientConfig
+from .consumer import PushConsumer
+
+
+def _configure(props: dict[str, str], actor: str) -> ClientConfig:
+    """The lab's host gives every family `group.id`; RocketMQ calls it `consumerGroup`. The client id's
+    instance name is the actor's name unless set (RocketMQ's default is the process id)."""
+    props = dict(props)
+    if "group.id" in props:
+        props.setdefault("consumerGroup", props.pop("group.id"))
+    return ClientConfig.from_dict({"instanceName": actor, **props})
+
+
+FAMILY = Family(
+    "rocketmq", "RocketMQ 4.x client rebalance (rocketmq_client)", "tab:green", package="rocketmq_client",
+    address="bootstrap", address_config="namesrvAddr",
+    configure=_configure,
+    build=lambda config, topics, trace, actor, on_change: PushConsumer(config, topics, trace, on_change=on_change),
+    computes="member", settled_state="RUNNING", victim_link="brokers",
+    stops_by="offsets persisted, UNREGISTER_CLIENT sent to every broker (RocketMQ's shutdown)",
+    # every broker hosts the consumer table, offsets and locks (`broker/service.py`)
+    broker_plugin="rocketmq_client.broker.service:install",
+    from_beginning={"consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via")

@@ -85,6 +85,7 @@ class ProcessQueue:
     dropped: bool = False
     locked: bool = True  # RocketMQ sets it for every new process queue; orderly consumers renew it
     consuming: bool = False  # an orderly batch holds the consume lock
+    last_lock_ms: int = 0  # `lastLockTimestamp`: when the broker last granted its lock (orderly)
 
     def pull_expired(self, now_ms: int) -> bool:
         return now_ms - self.last_pull_ms > PULL_MAX_IDLE_TIME_MS
@@ -148,7 +149,7 @@ class RebalanceImpl:
             if offset < 0:
                 outcome.skipped.append(mq)  # "add new mq failed": tried again at the next rebalance
                 continue
-            self.table[mq] = ProcessQueue(offset, last_pull_ms=now)
+            self.table[mq] = ProcessQueue(offset, last_pull_ms=now, last_lock_ms=now)
             outcome.added.append(mq)
             outcome.changed = True
         return outcome

@@ -27,6 +27,7 @@ from types import SimpleNamespace
 import pytest
 from kazoo.client import KazooClient
 
+from experiments.engine.families import BROKER_PLUGINS
 from lab_cluster.cleanup import REAPER
 from lab_cluster.errors import tail
 from lab_cluster.leaks import find_leaks, reap_orphans
@@ -199,8 +200,9 @@ def pytest_runtest_makereport(item, call):
 #: Brokers' session timeout: the smallest ZooKeeper allows with tickTime 2000, so crashes show in seconds.
 SESSION_MS = 4000
 PARTITIONS = 4
-#: Every broker hosts a group coordinator, as Kafka 0.9+ brokers do; ZooKeeper-era consumers never ask for it.
-COORDINATOR = {"plugins": ("modern_coord.coordinator.service:install",),
+#: Every broker hosts what each family needs of it (a group coordinator, as Kafka 0.9+ brokers do; RocketMQ's
+#: consumer table); ZooKeeper-era consumers never ask for either.
+BROKER = {"plugins": BROKER_PLUGINS,
                "config": {"offsets.topic.num.partitions": "5", "group.initial.rebalance.delay.ms": "0"}}
 
 
@@ -214,7 +216,7 @@ def cluster(zk, tmp_path):
     admin.ensure_path(chroot)
     connect = zk.connect + chroot
     client = kazoo(connect)
-    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS, **COORDINATOR)
+    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS, **BROKER)
                for i in (1, 2, 3)}
     create_topic(client, "t", PARTITIONS, [1, 2, 3])
     wait_for_metadata(client, "t", PARTITIONS)

@@ -1,12 +1,13 @@
 """The herd experiment end to end: a small grid on Spark, real ZooKeeper, brokers and consumer processes.
 
-`pytest -m herd` runs both designs at N = 4, 8, 16 (one join, one leave each)
-and asserts the finding (DESIGN §5): ZooKeeper-era notifications per change
+`pytest -m herd` runs every design at N = 4, 8, 16 (one join, one leave
+each) and asserts the finding (DESIGN §5): ZooKeeper-era notifications per change
 reach every consumer, and every consumer that rebalances reads every member's
 registration (at least N² reads per change);
 coordinator-era consumers get no notification and their control messages grow
-at most linearly. Then: `report RUN_DIR` renders the same REPORT.md twice from
-the same stored results; a trial whose consumers never converge, and one whose
+at most linearly; RocketMQ's consumers are told of a change by every broker.
+Then: `report RUN_DIR` renders the same REPORT.md twice from the same stored
+results; a trial whose consumers never converge, and one whose
 traces were cut, are reported as failed with the reason.
 """
 
@@ -42,6 +43,7 @@ def test_every_trial_ran_converged_and_passed_the_cross_check(herd_run):
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
     assert len(summary) == 2 * len(specs)  # a join and a leave per trial
+    assert set(summary.design) == set(herd.DESIGNS)
     # every watcher the server triggered was heard, except the leaver's own watch on the ids node its close deletes,
     # which it says it will not hear (one per ZooKeeper-era leave; none in the coordinator era, which holds none)
     assert (summary.client_notifications + summary.client_unheard == summary.server_notifications).all()
@@ -75,7 +77,7 @@ def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffi
     modern = summary[summary.design == "modern"]
     assert (modern.notifications_per_change == 0).all()
     assert (modern.zk_requests_per_change == 0).all()
-    assert (modern.coordinator_requests_per_change > 0).all()
+    assert (modern.broker_requests_per_change > 0).all()
     assert (modern.view_divergence == 1).all()  # one leader computes each generation's assignment
     for change in ("join", "leave"):
         control = herd.per_n(summary, "modern", change, "control_messages_per_change")
@@ -84,6 +86,22 @@ def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffi
     for change in ("join", "leave"):
         for fid in (f"modern-{change}-no-zookeeper", f"modern-{change}-linear-control"):
             assert checked[fid].holds, checked[fid]
+
+
+def test_rocketmq_consumers_are_told_by_every_broker_and_never_touch_zookeeper(herd_run):
+    summary = herd_run[2]
+    rocket = summary[summary.design == "rocketmq"]
+    assert len(rocket) == 2 * len(NS)
+    assert (rocket.zk_requests_per_change == 0).all()
+    # each broker pushes NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group once per change
+    assert (rocket.notifications_per_change >= herd.BROKERS * rocket.members_after).all(), \
+        rocket[["consumers", "change", "notifications_per_change"]]
+    assert (rocket.broker_requests_per_change > 0).all()  # heartbeats, id lists, offsets
+    assert (rocket.rebalance_attempts >= rocket.members_after).all()  # everyone rebalances on its own
+    checked = by_id(herd.findings(summary))
+    for change in ("join", "leave"):
+        finding = checked[f"rocketmq-{change}-told-by-every-broker"]
+        assert finding.holds, finding
 
 
 def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path, spark):

@@ -131,7 +131,7 @@ def test_counts_per_change(changes):
     # from the change until the last assignment (12 s): c2's 3 + c1's 2; c1's read at 13 s comes after
     assert join["zk_requests_per_change"] == 5
     assert join["membership_reads_per_change"] == 2  # of those, c1's and c2's getData of a registration
-    assert join["coordinator_requests_per_change"] == 0
+    assert join["broker_requests_per_change"] == 0
     assert join["control_messages_per_change"] == 6
     assert join["rebalance_attempts"] == 3
     assert join["owner_conflicts"] == 1

@@ -11,10 +11,10 @@ def _summary() -> pd.DataFrame:
     row = {"trial": "herd-legacy-n128-p256-s0-r0", "design": "legacy", "consumers": 128, "change": "join",
            "status": "failed", "reason": "the initial group did not converge within 90 s: c44 is rebalancing",
            "notifications_per_change": None, "zk_requests_per_change": None,
-           "coordinator_requests_per_change": None, "rebalance_attempts": None, "owner_conflicts": None,
+           "broker_requests_per_change": None, "rebalance_attempts": None, "owner_conflicts": None,
            "convergence_ms": None, "unowned_partition_s": None}
     return pd.DataFrame([row, {**row, "trial": "herd-modern-n128-p256-s0-r0", "design": "modern", "status": "ok",
-                               "reason": "", "coordinator_requests_per_change": 723, "convergence_ms": 2510.4}])
+                               "reason": "", "broker_requests_per_change": 723, "convergence_ms": 2510.4}])
 
 
 def test_results_table_is_not_cut_when_written_to_a_file(capsys, monkeypatch):
@@ -22,7 +22,7 @@ def test_results_table_is_not_cut_when_written_to_a_file(capsys, monkeypatch):
     run_cmd._print_table(run_cmd._console(), _summary())
     out = capsys.readouterr().out
     assert "…" not in out, out
-    for text in ("legacy", "modern", "failed", "coord. req.", "723", "2,510"):
+    for text in ("legacy", "modern", "failed", "broker req.", "723", "2,510"):
         assert text in out, out
     assert "herd-legacy-n128-p256-s0-r0: the initial group did not converge within 90 s: c44 is rebalancing" in out
 

@@ -21,7 +21,12 @@ then it leaves gracefully. Each change is measured from the traces
 - coordinator era: consumers hold no ZooKeeper session, so they receive no
   notification at all; each member makes a bounded number of requests to the
   coordinator per change (Heartbeat, OffsetCommit, JoinGroup, SyncGroup), so
-  control messages per change grow at most linearly.
+  control messages per change grow at most linearly;
+- RocketMQ: no ZooKeeper, yet the herd remains: every broker pushes
+  NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group on a change
+  (`rocketmq_client/broker/service.py`), so every consumer is told once per
+  broker (notifications >= brokers x members after the change), and each then
+  rebalances on its own from one broker's id list, as in the ZooKeeper era.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ PROFILES = {
     "quick": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
-DESIGNS = ("legacy", "modern")
+DESIGNS = ("legacy", "modern", "rocketmq")
+#: brokers per trial: each pushes a RocketMQ change to every consumer of the group, so the finding counts them
+BROKERS = 3
 #: "At most linearly": the log-log slope of control messages against N, with room for the noise of
 #: heartbeats that happen to fall inside a convergence window.
 LINEAR_SLOPE_LIMIT = 1.2
@@ -50,7 +57,7 @@ LINEAR_SLOPE_LIMIT = 1.2
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
-    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed)
+    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, brokers=BROKERS)
             for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds or 1)]
 
 
@@ -108,6 +115,15 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            f"Coordinator era, {change}: control messages per change grow at most linearly "
                            f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
                            f"{_series(control)}; log-log slope {slope:.2f}"))
+        rocket = per_n(summary, "rocketmq", change, "notifications_per_change")
+        after = per_n(summary, "rocketmq", change, "members_after")
+        brokers = BROKERS
+        every = len(rocket) >= 3 and all(rocket.loc[n] >= brokers * after.loc[n] for n in rocket.index)
+        out.append(Finding(f"rocketmq-{change}-told-by-every-broker",
+                           f"RocketMQ, {change}: every broker tells every consumer (notifications >= brokers x "
+                           "members after the change), growing with N", bool(every and rocket.is_monotonic_increasing),
+                           f"notifications {_series(rocket)}; {brokers} brokers; members after "
+                           f"{_series(after)}"))
     return out
 
 
@@ -121,6 +137,6 @@ def _series(s: pd.Series) -> str:
 
 
 #: 1: the ZooKeeper-era load finding on all requests (a positive quadratic term); 2: on registration reads
-#: (at least (members after)² per change), all requests as evidence
+#: (at least (members after)² per change), all requests as evidence; 3: RocketMQ's family, told by every broker
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=2)
+                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=3)

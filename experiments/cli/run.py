@@ -146,7 +146,7 @@ def _print_table(console: Console, summary) -> None:
     table = Table(title="per change (DESIGN.md §4)")
     columns = [("design", "design"), ("consumers", "N"), ("change", "change"), ("status", "status"),
                ("notifications_per_change", "notif."), ("zk_requests_per_change", "ZK req."),
-               ("coordinator_requests_per_change", "coord. req."), ("rebalance_attempts", "attempts"),
+               ("broker_requests_per_change", "broker req."), ("rebalance_attempts", "attempts"),
                ("owner_conflicts", "conflicts"), ("convergence_ms", "conv. ms"),
                ("unowned_partition_s", "unowned p-s")]
     for _, label in columns:

@@ -59,7 +59,7 @@ RESULT_SCHEMA = StructType([
 IDENTITY = ["experiment", "variant", "design", "consumers", "partitions", "follower_delay_ms", "seed", "repetition",
             "change", "change_index", "members_before", "members_after"]
 METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_reads_per_change",
-           "coordinator_requests_per_change",
+           "broker_requests_per_change",
            "control_messages_per_change", "rebalance_attempts", "rebalance_failures", "owner_conflicts",
            "convergence_ms", "converged", "unowned_partition_s", "double_owned_partition_s",
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",

@@ -295,19 +295,24 @@ class _Scenario:
         return broker
 
     def _victim_link(self) -> Link:
-        """The victim's own path to ZooKeeper or to its coordinator (`Family.victim_link`), for `cut` and `heal`."""
+        """The victim's own path to ZooKeeper, its coordinator or every broker (`Family.victim_link`), for `cut`
+        and `heal`."""
         family = FAMILIES[self.spec.design]
         if family.victim_link == "zk":
             link = zk_link(self.zk, f"{VICTIM}-zk")
-        else:
+        elif family.victim_link == "coordinator":
             link = Link(f"{VICTIM}-coordinator", [self._find_coordinator(family)])
+        else:
+            link = Link(f"{VICTIM}-brokers", self._brokers())
         self.stack.callback(link.close)
         return link
 
+    def _brokers(self) -> list[tuple[str, int]]:
+        return [(h, int(p)) for h, p in (b.split(":") for b in self.bootstrap.split(","))]
+
     def _find_coordinator(self, family: Family) -> tuple[str, int]:
-        brokers = [(h, int(p)) for h, p in (b.split(":") for b in self.bootstrap.split(","))]
         try:
-            return family.find_coordinator(brokers, GROUP)
+            return family.find_coordinator(self._brokers(), GROUP)
         except TimeoutError as exc:
             raise TrialFailed(str(exc)) from None
 
@@ -336,7 +341,9 @@ class _Scenario:
             elif self.spec.layout == "spread":
                 address = self._server(self.started)
         elif name == VICTIM and self.victim_link is not None:
-            extra["lab.coordinator.via"] = self.victim_link.connect
+            family = FAMILIES[self.spec.design]
+            extra[family.via_config] = self.victim_link.connect if family.victim_link == "coordinator" \
+                else self.victim_link.routes
         self.members[name] = self._consumers(name, 1, address, extra)
         self.trace.record("member_started", member=name, address=address or "",
                           pid=self.members[name].pid, **extra)

@@ -19,14 +19,14 @@ from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
 
 HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("zk_requests_per_change", "ZK requests"), ("membership_reads_per_change", "of them registration reads"),
-              ("coordinator_requests_per_change", "coordinator requests"),
+              ("broker_requests_per_change", "group requests to brokers"),
               ("control_messages_per_change", "control messages"), ("rebalance_attempts", "attempts"),
               ("rebalance_failures", "failures"), ("owner_conflicts", "owner conflicts"),
               ("convergence_ms", "convergence ms"), ("unowned_partition_s", "unowned partition-s"),
               ("double_owned_partition_s", "double-owned partition-s"), ("view_divergence", "views")]
-HERD_FIGURES = [("notifications_per_change", "ZooKeeper notifications to consumers", "symlog"),
+HERD_FIGURES = [("notifications_per_change", "notifications to consumers (ZooKeeper watches, broker pushes)", "symlog"),
                 ("zk_requests_per_change", "ZooKeeper requests by consumers", "symlog"),
-                ("control_messages_per_change", "control messages (all three)", "log"),
+                ("control_messages_per_change", "control messages (notifications + ZK and group requests)", "log"),
                 ("convergence_ms", "convergence (ms)", "log")]
 
 
@@ -38,7 +38,8 @@ def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("scenario", "stable group of N; `j1` joins (N -> N+1); `j1` leaves gracefully (N+1 -> N)"),
              ("ZooKeeper", f"{run.spec(herd.NAME, 'zk_servers')} server per trial"),
-             ("brokers", f"{run.spec(herd.NAME, 'brokers')} per trial, each hosting a group coordinator")]
+             ("brokers", f"{run.spec(herd.NAME, 'brokers')} per trial, each hosting a group coordinator and "
+                         "RocketMQ's consumer table")]
     config_rows = []
     for design, config in sorted(configs.items()):
         for key, value in sorted(config.items()):
@@ -98,6 +99,22 @@ alone computes the assignment (`modern_coord/consumer.py: _assign_as_leader`).
 The price is latency, not load: members learn of a change only at their next
 heartbeat (`heartbeat.interval.ms`), which is why coordinator-era convergence
 is not always faster at small N.
+
+RocketMQ took ZooKeeper away but kept "every consumer is its own brain": the
+brokers stand where the ids node stood. Every broker keeps its own consumer
+table from the heartbeats that reach it
+(`rocketmq_client/broker/consumer_manager.py`) and, on a change, pushes
+NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group
+(`rocketmq_client/broker/service.py`), so each consumer is told once per
+broker: the notifications are brokers x members, the herd of the ZooKeeper
+era times the number of brokers. Each push wakes the consumer's
+RebalanceService (`rocketmq_client/consumer.py`), which asks one broker, at
+random, for the id list and splits the queues by itself
+(`rocketmq_client/rebalance.py`, `lab_cluster/assignment/rocketmq.py`). What
+it saves is ZooKeeper's per-member reads: the id list is one request, so the
+load grows with N rather than N². What it keeps is that nobody checks the
+shares add up: "views" is how many distinct id lists the group's assignments
+came from at once.
 
 **Reproduce:** `python -m experiments run herd --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 

@@ -1,0 +1,294 @@
+"""A RocketMQ push consumer (CLUSTERING), after RocketMQ 4.9.8's `DefaultMQPushConsumerImpl`.
+
+Its service state (`ServiceState`)::
+
+    CREATE_JUST --start()--> RUNNING --stop()--> SHUTDOWN_ALREADY
+
+There is no "rebalancing" state: a RocketMQ consumer keeps consuming what it
+holds while it rebalances, and nothing tells it that the group agrees.
+
+Its threads, as RocketMQ's:
+
+- **scheduled tasks** (`MQClientInstance.startScheduledTask`, one thread):
+  the route every `pollNameServerInterval`, a heartbeat to every broker every
+  `heartbeatBrokerInterval` (first after 1 s), every owned queue's offset to
+  its broker every `persistConsumerOffsetInterval` (first after 10 s), and,
+  orderly only, the queue locks renewed every 20 s (`lockMQPeriodically`);
+- **RebalanceService**: waits `rocketmq.client.rebalance.waitInterval` (20 s)
+  or until woken, then `doRebalance`; a broker's NOTIFY_CONSUMER_IDS_CHANGED
+  wakes it (`instance.py`), and wake-ups during a rebalance fold into one;
+- **pull and consume** (`PullMessageService` and the consume pool, as one
+  thread here): each queue in the process-queue table in turn, a batch of
+  `pullBatchSize`, each message processed unless its queue was dropped
+  meanwhile (`ConsumeRequest` checks `isDropped` before it consumes).
+
+`start()` (`DefaultMQPushConsumerImpl.start`, its last steps): the route,
+a heartbeat to every broker, then a rebalance at once. `stop()` (`shutdown`,
+in its order): consuming stops (orderly: every lock released), offsets
+persisted, UNREGISTER_CLIENT to every broker, connections closed.
+
+One rebalance is `rebalance.py`'s; it records `rebalance_begin`/`rebalance_end`,
+`revoked` for the queues it let go and `assigned` (with `view`, the sorted id
+list it allocated from, and `broker`, whom it asked) whenever its share or
+its view changed. After a rebalance that changed the share, the consumer
+heartbeats every broker again (`messageQueueChanged`).
+
+Departures, stated: the `%RETRY%<group>` topic is not subscribed (the lab's
+application never fails a message, so nothing is ever retried); pull and
+consume are one thread, so a queue is consumed by one thread at a time as
+an orderly consumer's is; and see `instance.py` for offsets and pulls.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+
+from lab_cluster.clock import monotonic_ms, wall_clock_ms
+from lab_cluster.family import MemberSnapshot
+from lab_cluster.trace import TraceRecorder
+
+from .config import ClientConfig
+from .instance import BrokerRefused, MQClientInstance
+from .rebalance import MessageQueue, ProcessQueue, RebalanceImpl
+
+#: `REBALANCE_LOCK_INTERVAL` (`rocketmq.client.rebalance.lockInterval`): orderly consumers renew their locks
+REBALANCE_LOCK_INTERVAL_MS = 20_000
+#: `ProcessQueue.REBALANCE_LOCK_MAX_LIVE_TIME`: a lock not renewed for this long is not trusted by its holder
+REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000
+HEARTBEAT_INITIAL_DELAY_MS, PERSIST_INITIAL_DELAY_MS = 1_000, 10_000
+IDLE_PAUSE_S = 0.05  # a pull round that brought nothing waits this long (RocketMQ's broker would hold the pull)
+
+
+class ServiceState(enum.Enum):
+    CREATE_JUST = "CREATE_JUST"
+    RUNNING = "RUNNING"
+    SHUTDOWN_ALREADY = "SHUTDOWN_ALREADY"
+
+
+class PushConsumer:
+    def __init__(self, config: ClientConfig, topics: list[str], trace: TraceRecorder, *,
+                 on_change: Callable[[PushConsumer], None] | None = None):
+        self.config, self.topics, self.trace, self.on_change = config, sorted(topics), trace, on_change
+        self.client_id = config.client_id
+        self.group = config.consumer_group
+        self.state = ServiceState.CREATE_JUST
+        self.instance = MQClientInstance(self.client_id, config.brokers, trace, timeout_ms=config.mq_client_api_timeout,
+                                         on_notify=lambda broker: self._wakeup.set(), via=config.via)
+        # the rebalance asks offsets and locks of this consumer (`rebalance.Broker`), which asks the instance
+        self.rebalance_impl = RebalanceImpl(self.group, self.client_id, self, strategy=config.strategy,
+                                            orderly=config.orderly, consume_from_where=config.consume_from_where)
+        self.sub_versions = {t: wall_clock_ms() for t in self.topics}  # `SubscriptionData.subVersion`
+        self.rebalances = 0
+        self._views: dict[str, list[str]] = {}  # topic -> the id list of its last recorded assignment
+        self._table_lock = threading.RLock()  # the process-queue table: the rebalance and pull threads share it
+        self._wakeup = threading.Event()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=target, name=f"{name}-{self.client_id}", daemon=True)
+                         for name, target in (("scheduled", self._scheduled_tasks),
+                                              ("rebalance", self._rebalance_service), ("pull", self._pull_service))]
+
+    # -- public ------------------------------------------------------------------------------
+    @property
+    def ident(self) -> str:
+        """How the group and the trace name it (`GroupMember`): its client id, `clientIP@instanceName`."""
+        return self.client_id
+
+    def start(self) -> PushConsumer:
+        self.trace.record("consumer_start", member=self.client_id, config=self.config.as_record(), topics=self.topics)
+        for topic in self.topics:
+            self.instance.update_route(topic)
+        self._set_state(ServiceState.RUNNING)
+        self._heartbeat()
+        self._wakeup.set()  # `rebalanceImmediately`
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def snapshot(self) -> MemberSnapshot:
+        return MemberSnapshot(self.state.value, gave_up=False, partitions=self.partitions())
+
+    def partitions(self) -> list[int]:
+        with self._table_lock:
+            return sorted(mq[2] for mq, pq in self.rebalance_impl.table.items() if not pq.dropped)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """`shutdown`: stop consuming (orderly: unlock all), persist offsets, unregister everywhere, close."""
+        if self.state is not ServiceState.RUNNING:
+            return
+        self._stop.set()
+        self._wakeup.set()
+        for thread in self._threads:
+            thread.join(timeout_s)
+        with self._table_lock:
+            held = sorted(self.rebalance_impl.table.items())
+        if self.config.orderly:
+            for mq, _ in held:
+                self.instance.unlock(self.group, mq, self.client_id)
+        self._persist_all("stop")
+        self.instance.unregister_client(self.group)
+        self.trace.record("revoked", member=self.client_id, partitions=[[mq[0], mq[2]] for mq, _ in held])
+        self.instance.close()
+        self._set_state(ServiceState.SHUTDOWN_ALREADY)
+        self.trace.record("consumer_stop", member=self.client_id)
+
+    # -- state ---------------------------------------------------------------------------------
+    def _set_state(self, state: ServiceState) -> None:
+        self.state = state
+        self.trace.record("consumer_state", member=self.client_id, state=state.value)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
+
+    # -- scheduled tasks -------------------------------------------------------------------------
+    def _scheduled_tasks(self) -> None:
+        """One thread, as MQClientInstance's scheduled executor: each task when it is due."""
+        now = monotonic_ms()
+        due = {"route": now + self.config.poll_name_server_interval,
+               "heartbeat": now + HEARTBEAT_INITIAL_DELAY_MS,
+               "persist": now + PERSIST_INITIAL_DELAY_MS}
+        periods = {"route": self.config.poll_name_server_interval, "heartbeat": self.config.heartbeat_broker_interval,
+                   "persist": self.config.persist_consumer_offset_interval}
+        if self.config.orderly:
+            due["lock"], periods["lock"] = now + 1_000, REBALANCE_LOCK_INTERVAL_MS
+        tasks = {"route": lambda: [self.instance.update_route(t) for t in self.topics],
+                 "heartbeat": self._heartbeat, "persist": lambda: self._persist_all("interval"),
+                 "lock": self._lock_all}
+        while not self._stop.is_set():
+            task = min(due, key=due.get)
+            if self._stop.wait(max(0, due[task] - monotonic_ms()) / 1000):
+                return
+            tasks[task]()
+            due[task] = max(due[task] + periods[task], monotonic_ms())  # a late tick runs once, not many times
+
+    def _heartbeat(self) -> None:
+        self.instance.send_heartbeat_to_all_brokers(self.group, dict(self.sub_versions))
+
+    def _persist_all(self, why: str) -> None:
+        """`persistConsumerOffset`: every owned queue's offset to its broker. Nothing checks who sends it."""
+        with self._table_lock:
+            owned = [(mq, pq.offset) for mq, pq in sorted(self.rebalance_impl.table.items()) if not pq.dropped]
+        for mq, offset in owned:
+            self._persist(mq, offset, why)
+
+    def _persist(self, mq: MessageQueue, offset: int, why: str) -> None:
+        try:
+            self.instance.persist_offset(self.group, mq, offset)
+            outcome, error = "accepted", "NONE"
+        except (ConnectionError, BrokerRefused) as exc:
+            outcome, error = "failed", f"{exc.__class__.__name__}: {exc}"
+        self.trace.record("commit", member=self.client_id, topic=mq[0], partition=mq[2], offset=offset,
+                          outcome=outcome, error=error, why=why)
+
+    def _lock_all(self) -> None:
+        """`RebalanceImpl.lockAll`: renew every held queue's lock, one batch per broker; a queue the broker did
+        not grant is marked unlocked (its consumption waits)."""
+        with self._table_lock:
+            by_broker: dict[str, list[MessageQueue]] = {}
+            for mq in self.rebalance_impl.table:
+                by_broker.setdefault(mq[1], []).append(mq)
+        for name, mqs in sorted(by_broker.items()):
+            granted = self.instance.lock_batch(self.group, name, sorted(mqs))
+            now = monotonic_ms()
+            with self._table_lock:
+                for mq in mqs:
+                    pq = self.rebalance_impl.table.get(mq)
+                    if pq is not None:
+                        pq.locked = mq in granted
+                        if pq.locked:
+                            pq.last_lock_ms = now
+
+    # -- RebalanceService ----------------------------------------------------------------------
+    def _rebalance_service(self) -> None:
+        while not self._stop.is_set():
+            self._wakeup.wait(self.config.rebalance_wait_interval / 1000)
+            self._wakeup.clear()  # a wake-up that comes during the rebalance makes the next wait return at once
+            if self._stop.is_set():
+                return
+            self.do_rebalance()
+
+    def do_rebalance(self) -> None:
+        """`RebalanceImpl.doRebalance`: every subscribed topic, from its route and one broker's id list."""
+        self.rebalances += 1
+        self.trace.record("rebalance_begin", member=self.client_id, rebalance=self.rebalances)
+        changed_any, outcomes = False, []
+        for topic in self.topics:
+            queues = self.instance.queues(topic)
+            broker, ids = self.instance.find_consumer_id_list(topic, self.group)
+            with self._table_lock:
+                outcome = self.rebalance_impl.rebalance_by_topic(topic, queues, ids)
+            outcomes.append(outcome.kept or "ok")
+            if outcome.kept:
+                continue
+            if outcome.removed:
+                self.trace.record("revoked", member=self.client_id, partitions=[[t, q] for t, _, q in outcome.removed])
+            if outcome.changed or outcome.view != self._views.get(topic):
+                self._views[topic] = outcome.view
+                with self._table_lock:
+                    held = sorted(mq for mq in self.rebalance_impl.table if mq[0] == topic)
+                self.trace.record("assigned", member=self.client_id, partitions=[[t, q] for t, _, q in held],
+                                  view=",".join(outcome.view), broker=broker, rebalance=self.rebalances,
+                                  skipped=[[t, q] for t, _, q in outcome.skipped])
+            changed_any |= outcome.changed
+        self.trace.record("rebalance_end", member=self.client_id, rebalance=self.rebalances,
+                          outcome="ok" if all(o == "ok" for o in outcomes) else "; ".join(outcomes))
+        if changed_any:  # `messageQueueChanged`: a new subVersion, heartbeats to every broker at once
+            self.sub_versions = {t: wall_clock_ms() for t in self.topics}
+            self._heartbeat()
+        self._changed()
+
+    # -- rebalance.Broker: what a rebalance asks, through the instance; a let-go queue's offset is traced ------
+    def query_offset(self, group: str, mq: MessageQueue) -> int:
+        return self.instance.query_offset(group, mq)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self.instance.max_offset(mq)
+
+    def persist_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self._persist(mq, offset, "removed")  # `removeUnnecessaryMessageQueue`: never raises (oneway in RocketMQ)
+
+    def lock(self, group: str, mq: MessageQueue, client_id: str) -> bool:
+        return self.instance.lock(group, mq, client_id)
+
+    def unlock(self, group: str, mq: MessageQueue, client_id: str) -> None:
+        self.instance.unlock(group, mq, client_id)
+
+    # -- pull and consume ------------------------------------------------------------------------
+    def _pull_service(self) -> None:
+        while not self._stop.is_set():
+            with self._table_lock:
+                queues = sorted(self.rebalance_impl.table.items())
+            got_any = False
+            for mq, pq in queues:
+                if self._stop.is_set():
+                    return
+                got_any |= self._pull_once(mq, pq)
+            if not got_any:
+                self._stop.wait(IDLE_PAUSE_S)
+
+    def _pull_once(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """One pull of `mq` and the processing of what it brought; True if it brought anything."""
+        if pq.dropped:
+            return False
+        lock_expired = monotonic_ms() - pq.last_lock_ms > REBALANCE_LOCK_MAX_LIVE_TIME_MS
+        if self.config.orderly and (not pq.locked or lock_expired):
+            return False  # RocketMQ's orderly consumer waits for the lock (`tryLockLaterAndReconsume`)
+        records = self.instance.pull(mq, pq.offset, self.config.pull_batch_size)
+        pq.last_pull_ms = monotonic_ms()
+        pq.consuming = self.config.orderly  # the orderly consume lock: a rebalance cannot unlock it meanwhile
+        try:
+            for record in records:
+                if self.config.lab_processing_ms:
+                    time.sleep(self.config.lab_processing_ms / 1000)
+                if pq.dropped or self._stop.is_set():
+                    break  # `ConsumeRequest.run`: a dropped queue's messages are not consumed
+                self.trace.record("processed", topic=mq[0], partition=mq[2], offset=record["offset"],
+                                  member=self.client_id)
+                pq.offset = record["offset"] + 1  # `updateOffset`: only while the queue is not dropped
+        finally:
+            pq.consuming = False
+        return bool(records)

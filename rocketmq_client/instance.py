@@ -1,0 +1,212 @@
+"""What a RocketMQ consumer asks of the brokers, over the lab's wire: RocketMQ 4.9.8's `MQClientInstance`.
+
+One connection per broker, read all the time (`lab_cluster.wire.DuplexClient`,
+as RocketMQ's Netty remoting client keeps one channel per address): requests
+and answers, and the broker's NOTIFY_CONSUMER_IDS_CHANGED pushes, which wake
+the consumer's rebalance (`on_notify`). A broker is the same channel for
+heartbeats, the consumer-id list, offsets, locks and pulls.
+
+- `update_route(topic)` (`updateTopicRouteInfoFromNameServer`): `Metadata`
+  from a broker, a queue per partition named after the broker that leads it;
+- `send_heartbeat_to_all_brokers` (`sendHeartbeatToAllBrokerWithLock`):
+  `HEART_BEAT` to every broker of the route, a failure only noted;
+- `find_consumer_id_list` (`findConsumerIdList`): `GET_CONSUMER_LIST_BY_GROUP`
+  to ONE broker of the route, picked at random;
+- `query_offset` / `persist_offset` (`RemoteBrokerOffsetStore`):
+  `QUERY_CONSUMER_OFFSET` / `UPDATE_CONSUMER_OFFSET` to the queue's broker;
+  `max_offset`: `ListOffsets`;
+- `lock` / `lock_batch` / `unlock`: `LOCK_BATCH_MQ` / `UNLOCK_BATCH_MQ`;
+- `pull` (`PULL_MESSAGE`): `Fetch`, without waiting;
+- `unregister_client`: `UNREGISTER_CLIENT` to every broker, errors ignored.
+
+It implements `rebalance.Broker`, so `RebalanceImpl` runs on it unchanged.
+
+Departures, stated: an offset update waits for its answer so that the trace
+can say it was accepted (RocketMQ sends it oneway); a pull does not
+long-poll (RocketMQ's broker holds an empty pull up to 15 s) and carries no
+piggy-backed commit (RocketMQ's COMMIT_OFFSET flag), so offsets reach the
+broker every `persistConsumerOffsetInterval` and when a queue is let go.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+
+from lab_cluster.broker.client import metadata_from_any
+from lab_cluster.trace import TraceRecorder
+from lab_cluster.wire import DuplexClient, WireError
+
+from .rebalance import MessageQueue, OffsetNotFound
+
+Address = tuple[str, int]
+
+
+def broker_name(broker_id: int | str) -> str:
+    """The RocketMQ broker name of a lab broker: `broker-<id>`."""
+    return f"broker-{broker_id}"
+
+
+class BrokerRefused(Exception):
+    """A broker answered a request with a RocketMQ code other than SUCCESS."""
+
+
+class MQClientInstance:
+    def __init__(self, client_id: str, bootstrap: list[Address], trace: TraceRecorder, *, timeout_ms: int,
+                 on_notify: Callable[[str], None], rng: random.Random | None = None,
+                 via: dict[Address, Address] | None = None):
+        self.client_id, self.bootstrap, self.trace = client_id, list(bootstrap), trace
+        self.via = dict(via or {})  # the lab's fault proxies: every address it contacts goes through its own
+        self.timeout_s = timeout_ms / 1000
+        self.on_notify = on_notify
+        self.rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self.broker_addr_table: dict[str, Address] = {}  # broker name -> address, of the routes it knows
+        self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}  # topic -> its queues (readable brokers)
+        self._channels: dict[str, DuplexClient] = {}
+
+    # -- routes --------------------------------------------------------------------------
+    def update_route(self, topic: str) -> bool:
+        """Refresh `topic`'s queues and brokers from any broker's Metadata; False if none answered (the old
+        route is kept, as RocketMQ keeps its table when the name server cannot be reached)."""
+        with self._lock:
+            known = list(self.broker_addr_table.values())
+        metadata = metadata_from_any([self.via.get(a, a) for a in known + self.bootstrap], client_id=self.client_id,
+                                     timeout_s=self.timeout_s)
+        if metadata is None or topic not in metadata["topics"]:
+            return False
+        brokers = {int(i): (b["host"], b["port"]) for i, b in metadata["brokers"].items()}
+        leaders = {int(p): leader for p, leader in metadata["topics"][topic].items() if leader in brokers}
+        with self._lock:
+            self.topic_subscribe_info[topic] = {(topic, broker_name(leader), p) for p, leader in leaders.items()}
+            self.broker_addr_table = {broker_name(b): brokers[b] for b in sorted(set(leaders.values()))}
+        return True
+
+    def queues(self, topic: str) -> set[MessageQueue] | None:
+        """`topicSubscribeInfoTable.get(topic)`: its queues, or None if no route was ever had."""
+        with self._lock:
+            return set(self.topic_subscribe_info[topic]) if topic in self.topic_subscribe_info else None
+
+    def route_brokers(self) -> list[str]:
+        with self._lock:
+            return sorted(self.broker_addr_table)
+
+    # -- the channels ---------------------------------------------------------------------
+    def _channel(self, name: str) -> DuplexClient:
+        with self._lock:
+            if name not in self._channels:
+                if name not in self.broker_addr_table:
+                    raise ConnectionError(f"no address for {name}: it is in no route this client knows")
+                host, port = self.via.get(self.broker_addr_table[name], self.broker_addr_table[name])
+                self._channels[name] = DuplexClient(host, port, client_id=self.client_id, timeout_s=self.timeout_s,
+                                                    on_push=lambda frame, b=name: self._pushed(b, frame))
+            return self._channels[name]
+
+    def _pushed(self, name: str, frame: dict) -> None:
+        """`ClientRemotingProcessor.notifyConsumerIdsChanged`: whatever group it names, rebalance at once."""
+        if frame.get("push") == "NOTIFY_CONSUMER_IDS_CHANGED":
+            self.trace.record("notified", member=self.client_id, broker=name, group=frame.get("consumer_group"))
+            self.on_notify(name)
+
+    def _call(self, name: str, api: str, **body) -> dict:
+        """One request to broker `name`; its RocketMQ answer, or BrokerRefused / ConnectionError."""
+        try:
+            answer = self._channel(name).call(api, **body)
+        except WireError as exc:
+            raise BrokerRefused(f"{api}: {exc}") from None
+        if answer.get("code", "SUCCESS") not in ("SUCCESS",):
+            raise BrokerRefused(answer.get("code"))
+        return answer
+
+    def _failed(self, api: str, broker: str, exc: Exception) -> None:
+        self.trace.record("rocketmq_request_failed", member=self.client_id, api=api, broker=broker,
+                          error=f"{exc.__class__.__name__}: {exc}")
+
+    # -- membership -----------------------------------------------------------------------
+    def send_heartbeat_to_all_brokers(self, group: str, topics: dict[str, int]) -> int:
+        """HEART_BEAT (this client's one ConsumerData) to every broker of the route; how many answered."""
+        answered = 0
+        for name in self.route_brokers():
+            try:
+                self._call(name, "HEART_BEAT", client_id=self.client_id,
+                           consumer_data=[{"group": group, "topics": topics}])
+                answered += 1
+            except (ConnectionError, BrokerRefused) as exc:
+                self._failed("HEART_BEAT", name, exc)  # RocketMQ logs it; the next tick tries again
+        return answered
+
+    def find_consumer_id_list(self, topic: str, group: str) -> tuple[str | None, list[str] | None]:
+        """(the broker asked, its id list), or (broker, None) when it failed: `findBrokerAddrByTopic` picks one
+        broker of the topic's route at random."""
+        with self._lock:
+            names = sorted({mq[1] for mq in self.topic_subscribe_info.get(topic, ())})
+        if not names:
+            return None, None
+        name = self.rng.choice(names)
+        try:
+            return name, [str(i) for i in self._call(name, "GET_CONSUMER_LIST_BY_GROUP",
+                                                     consumer_group=group)["consumer_id_list"]]
+        except (ConnectionError, BrokerRefused) as exc:
+            self._failed("GET_CONSUMER_LIST_BY_GROUP", name, exc)
+            return name, None
+
+    def unregister_client(self, group: str) -> None:
+        for name in self.route_brokers():
+            try:
+                self._call(name, "UNREGISTER_CLIENT", client_id=self.client_id, consumer_group=group)
+            except (ConnectionError, BrokerRefused) as exc:
+                self._failed("UNREGISTER_CLIENT", name, exc)
+
+    # -- rebalance.Broker: offsets and locks at the queue's broker ------------------------------
+    def query_offset(self, group: str, mq: MessageQueue) -> int:
+        try:
+            return int(self._call(mq[1], "QUERY_CONSUMER_OFFSET", consumer_group=group, topic=mq[0],
+                                  queue_id=mq[2])["offset"])
+        except BrokerRefused:
+            raise OffsetNotFound(mq) from None  # QUERY_NOT_FOUND: RocketMQ's readOffset answers -1
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        try:
+            return int(self._channel(mq[1]).call("ListOffsets", topic=mq[0], partition=mq[2],
+                                                 which="latest")["offset"])
+        except WireError as exc:
+            raise ConnectionError(f"max offset of {mq}: {exc}") from None
+
+    def persist_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """`updateConsumeOffsetToBroker`. Raises ConnectionError or BrokerRefused (the caller traces it)."""
+        self._call(mq[1], "UPDATE_CONSUMER_OFFSET", consumer_group=group, topic=mq[0], queue_id=mq[2],
+                   commit_offset=offset)
+
+    def lock_batch(self, group: str, name: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
+        try:
+            answer = self._call(name, "LOCK_BATCH_MQ", consumer_group=group, client_id=self.client_id,
+                                mq_set=[list(mq) for mq in mqs])
+        except (ConnectionError, BrokerRefused) as exc:
+            self._failed("LOCK_BATCH_MQ", name, exc)
+            return set()
+        return {tuple(mq) for mq in answer.get("lock_ok_mq_set", [])}
+
+    def lock(self, group: str, mq: MessageQueue, client_id: str) -> bool:
+        return mq in self.lock_batch(group, mq[1], [mq])
+
+    def unlock(self, group: str, mq: MessageQueue, client_id: str) -> None:
+        try:
+            self._call(mq[1], "UNLOCK_BATCH_MQ", consumer_group=group, client_id=client_id, mq_set=[list(mq)])
+        except (ConnectionError, BrokerRefused) as exc:
+            self._failed("UNLOCK_BATCH_MQ", mq[1], exc)
+
+    # -- messages ----------------------------------------------------------------------------------
+    def pull(self, mq: MessageQueue, offset: int, max_records: int) -> list[dict]:
+        """The records of `mq` from `offset` (Fetch on its broker, no wait); [] if it cannot be reached."""
+        try:
+            return self._channel(mq[1]).call("Fetch", topic=mq[0], partition=mq[2], offset=offset,
+                                             max_records=max_records, max_wait_ms=0)["records"]
+        except (ConnectionError, WireError):
+            return []
+
+    def close(self) -> None:
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
