@@ -40,7 +40,9 @@ window runs from its `change` event to the next change (or `end`). Within it:
   another consumer had already read (`stale_views`);
 - `zombie_commits_accepted`: accepted `commit`s for a partition the committer
   had lost (another consumer's ownership of it began later, or the committer
-  owned it no more).
+  owned it no more);
+- `first_message_ms`: for a `join`, the joiner's time from its start
+  (`consumer_start`) to its first processed record (`first_messages`).
 
 Ownership (`ownership_segments`): a consumer owns a partition from its
 `assigned` event to its next `assigned`/`revoked` for it, or the end of its
@@ -137,7 +139,8 @@ def change_windows(events: DataFrame) -> DataFrame:
         "trial", field("index").cast("int").alias("change_index"), field("change").alias("change"),
         field("members_before").cast("int").alias("members_before"),
         field("members_after").cast("int").alias("members_after"),
-        F.from_json(field("members"), ArrayType(StringType())).alias("members"), F.col("ts_ns").alias("start_ns"))
+        F.from_json(field("members"), ArrayType(StringType())).alias("members"), F.col("member").alias("about"),
+        F.col("ts_ns").alias("start_ns"))
     ends = scenario.where(F.col("kind") == "end").groupBy("trial").agg(F.min("ts_ns").alias("end_ns"))
     by_time = Window.partitionBy("trial").orderBy("start_ns")
     return (changes.join(ends, "trial")
@@ -319,6 +322,18 @@ def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> Da
     return effect.join(stale, KEYS, "full")
 
 
+def first_messages(ce: DataFrame, windows: DataFrame) -> DataFrame:
+    """KEYS, first_message_ms: for a `join`, the joiner's time from its `consumer_start` to its first
+    `processed` record (null if it processed none)."""
+    joins = windows.where(F.col("change") == "join").select(*KEYS, F.col("about").alias("actor"))
+    starts = (ce.where(F.col("kind") == CONSUMER_START).groupBy("trial", "actor")
+              .agg(F.min("ts_ns").alias("started_ns")))
+    firsts = (ce.where(F.col("kind") == "processed").groupBy("trial", "actor")
+              .agg(F.min("ts_ns").alias("first_ns")))
+    return (joins.join(starts, ["trial", "actor"]).join(firsts, ["trial", "actor"], "left")
+            .select(*KEYS, ((F.col("first_ns") - F.col("started_ns")) / 1e6).alias("first_message_ms")))
+
+
 def _zombie_commits(ce: DataFrame, intervals: DataFrame) -> DataFrame:
     """Accepted commits (trial, ts_ns) by a consumer that had lost the partition."""
     commits = (ce.where(commit_outcome("accepted"))
@@ -369,6 +384,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
                             ("_unprocessed_s", "double_processed_partition_s")).drop("_unprocessed_s"),
         _complete_at_end(events, intervals, windows),
         _view_divergence(events, ce, windows),
+        first_messages(ce, windows),
     ]
     out = windows
     for part in parts:
@@ -377,7 +393,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
               "broker_requests_per_change",
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views"]
-    return (out.drop("members").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
+    return (out.drop("members", "about").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
             .withColumnRenamed("complete_at_end", "converged")
             .withColumn("control_messages_per_change", F.col("notifications_per_change")
                         + F.col("zk_requests_per_change") + F.col("broker_requests_per_change"))

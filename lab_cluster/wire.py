@@ -346,8 +346,11 @@ class DuplexClient(_Client):
     Answers go to the request that waits for them (several may be in flight,
     from several threads); a pushed frame goes to `on_push(frame)`, on the
     reader thread; a lost connection fails every waiting request with
-    `ConnectionError` and calls `on_close()`. The next request connects again
-    (a new connection is a new channel to the server).
+    `ConnectionError` and calls `on_close()`. A request with no answer in time
+    closes its connection too, as RocketMQ's `invokeSync` does
+    (`closeSocketIfTimeout`, true by default): a half-dead link is not kept.
+    The next request connects again (a new connection is a new channel to the
+    server).
     """
 
     def __init__(self, host: str, port: int, *, client_id: str = "", timeout_s: float = 10.0,
@@ -381,6 +384,9 @@ class DuplexClient(_Client):
         if not slot[0].wait(timeout_s or self.timeout_s):
             with self._lock:
                 self._pending.pop(cid, None)
+                stale = self._sock is sock
+            if stale:  # RocketMQ's `invokeSync` closes a channel whose answer timed out (closeSocketIfTimeout)
+                self._close_socket(sock)
             raise ConnectionError(f"{where}: no answer within {timeout_s or self.timeout_s:g} s")
         if slot[1] is None:
             raise ConnectionError(f"{where}: connection closed")
@@ -391,11 +397,19 @@ class DuplexClient(_Client):
         with self._lock:
             sock, self._sock = self._sock, None
         if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+            self._close_socket(sock)
+
+    def _close_socket(self, sock: socket.socket) -> None:
+        """End one connection: its reader sees the end, fails what still waits on it and calls `on_close`;
+        the next request opens a new one."""
+        with self._lock:
+            if self._sock is sock:
+                self._sock = None
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
 
     def _connect_locked(self) -> socket.socket:
         if self._sock is None:

@@ -54,8 +54,9 @@ def test_outside_the_registries_no_code_names_a_family():
     checked = [p for layer in ("engine", "report", "cli") for p in (root / layer).glob("*.py")] + [root / "metrics.py"]
     offenders = []
     for path in checked:
-        if path.name == "families.py" or path.parent.name == "report" and path.name in ("herd.py", "faults.py"):
-            continue  # the registry; each experiment's own prose
+        prose = ("herd.py", "faults.py", "first_message.py", "compare.py")
+        if path.name == "families.py" or path.parent.name == "report" and path.name in prose:
+            continue  # the registry; each experiment's own prose, and the comparison's
         tree = ast.parse(path.read_text())
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                       if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body

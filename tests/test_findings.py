@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from experiments.engine.families import FAMILIES
 from experiments.engine.finding import Finding, by_id
 from experiments.report import published
 from experiments.report import render as report
@@ -19,7 +20,8 @@ def test_every_finding_of_the_published_report_has_a_unique_readable_id():
     for experiment in {e for e, _ in checked}:
         ids = [f.id for e, f in checked if e == experiment]
         assert len(ids) == len(set(ids)), ids
-        assert all(re.fullmatch(r"(legacy|modern)-[a-z0-9]+(-[a-z0-9]+)*", i) for i in ids), ids
+        # named after the design it is about, or `all` for a claim about every design
+        assert all(re.fullmatch(rf"({'|'.join([*FAMILIES, 'all'])})-[a-z0-9]+(-[a-z0-9]+)*", i) for i in ids), ids
 
 
 def test_two_findings_with_one_id_are_refused():

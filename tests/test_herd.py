@@ -118,6 +118,10 @@ def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path
     text = first.read_text()
     assert text == second.read_text()
     assert "## Herd" in text and "❌" not in text
+    # the comparison across designs takes the herd's columns from this run, and says "–" for what it lacks
+    compared = text.split("## The designs compared")[1].split("## Failed")[0]
+    assert all(f"| {herd_label} |" in compared for herd_label in _labels(herd.DESIGNS))
+    assert f"control messages per join (herd, N={max(NS)})" in compared
     assert (first.parent / "report" / "figures" / "herd.png").stat().st_size > 10_000
     # every N of the run appears in the results tables
     for n in NS:
@@ -126,6 +130,12 @@ def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
     assert f"| lab commit | `{head.stdout.strip() if head.returncode == 0 else 'unknown'}" in text
     assert f"| experiment versions | herd {herd.EXPERIMENT.version} |" in text  # what the run ran, recorded
+
+
+def _labels(designs):
+    from experiments.engine.families import FAMILIES
+
+    return [FAMILIES[d].label for d in designs]
 
 
 def test_a_trace_cut_short_fails_its_trial_with_the_reason(herd_run, spark, tmp_path):

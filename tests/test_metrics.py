@@ -107,6 +107,32 @@ def traces(tmp_path_factory):
           for i, o in enumerate([4, 5, 6, 7, 9])]], design="modern")
     _write(b, "zombie", "producer", [(0.7, "produced", {"topic": "t", "partition": 0, "offset": i})
                                      for i in range(12)], design="cluster")
+    # -- trial "rocket": RocketMQ's j1 joins at 2 s; every broker pushes to both members ------------
+    r = root / "rocket"
+    _write(r, "rocket", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 2}),
+        (2.0, "change", {"index": 1, "change": "join", "member": "j1", "members_before": 1, "members_after": 2}),
+        (9.0, "end", {})], design="rocketmq")
+    _write(r, "rocket", "c1", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "view": "c1"}),
+        (1.1, "processed", {"topic": "t", "partition": 1, "offset": 0}),
+        (2.3, "notified", {"broker": "broker-1"}),
+        (2.4, "notified", {"broker": "broker-2"}),
+        (2.5, "revoked", {"partitions": [["t", 1]]}),
+        (2.5, "assigned", {"partitions": [["t", 0]], "view": "c1,j1"})], design="rocketmq")
+    _write(r, "rocket", "j1", [
+        (2.1, "consumer_start", {"config": {}}),
+        (2.3, "notified", {"broker": "broker-1"}),
+        (2.6, "assigned", {"partitions": [["t", 1]], "view": "c1,j1"}),
+        (2.9, "processed", {"topic": "t", "partition": 1, "offset": 1})], design="rocketmq")
+    _write(r, "rocket", "broker-1", [(2.2, "rocketmq_request", {"api": "HEART_BEAT", "code": "SUCCESS"}),
+                                     (2.55, "rocketmq_request", {"api": "GET_CONSUMER_LIST_BY_GROUP",
+                                                                 "code": "SUCCESS"}),
+                                     (5.0, "rocketmq_request", {"api": "HEART_BEAT", "code": "SUCCESS"})],
+           design="cluster")
+    _write(r, "rocket", "producer", [(0.7 + i, "produced", {"topic": "t", "partition": 1, "offset": i})
+                                     for i in range(2)], design="cluster")
     # -- trial "cut": a trace that was never closed, and a message nobody produced -----------------
     c = root / "cut"
     _write(c, "cut", "c1", [(1.0, "consumer_start", {}),
@@ -136,6 +162,16 @@ def test_counts_per_change(changes):
     assert join["rebalance_attempts"] == 3
     assert join["owner_conflicts"] == 1
     assert join["rebalance_failures"] == 0
+
+
+def test_rocketmq_pushes_are_notifications_its_requests_are_group_requests_and_a_joiner_waits(changes):
+    rocket = changes["rocket"]
+    assert rocket["notifications_per_change"] == 3  # every NOTIFY_CONSUMER_IDS_CHANGED a member received
+    assert rocket["broker_requests_per_change"] == 2  # until convergence at 2.6 s: the 5 s heartbeat is after
+    assert rocket["zk_requests_per_change"] == 0
+    assert rocket["first_message_ms"] == pytest.approx(800.0)  # j1 started at 2.1 s, processed at 2.9 s
+    assert rocket["view_divergence"] == 1  # by 2.6 s both worked from "c1,j1"; c1's old view ended at 2.5 s
+    assert changes["join"]["first_message_ms"] is None  # the joiner there named no member in its change
 
 
 def test_convergence_and_unowned_time(changes):

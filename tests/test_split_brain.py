@@ -1,10 +1,12 @@
 """The split-brain experiment end to end: a 3-server ensemble, a lagging follower, membership churn.
 
-`pytest -m split_brain` runs both designs with the follower's quorum link
-delayed by the profile's largest delay, and asserts the finding (DESIGN §5):
-the ZooKeeper-era group computes from more than one view in at least one
-round, and owner conflicts or failed attempts follow; the coordinator-era
-group computes from exactly one view per generation.
+`pytest -m split_brain` runs every design with what it lags on (a follower's
+quorum link; RocketMQ: every consumer's link to one broker) delayed by the
+profile's largest delay, and asserts the finding (DESIGN §5): the ZooKeeper-era
+group computes from more than one view in at least one round, and owner
+conflicts or failed attempts follow; the coordinator-era group computes from
+exactly one view per generation; RocketMQ's consumers allocate from more than
+one id list in a round.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def test_every_trial_ran_and_the_membership_changes_passed_the_cross_check(split
     assert len(summary) == len(specs) and set(summary.change) == {"churn"}
     # the churn's leaver does not hear its own watch, which its close triggers; it says so
     assert (summary.client_notifications + summary.client_unheard == summary.server_notifications).all()
-    assert (summary.follower_delay_ms == LARGE).all()
+    lag = summary.design.map(split_brain.LAG_PARAM)
+    assert all(row[lag[i]] == LARGE for i, row in summary.iterrows())
 
 
 def test_with_a_lagging_follower_zookeeper_era_consumers_compute_from_different_views(split_run):
@@ -62,6 +65,15 @@ def test_the_coordinator_era_computes_from_one_view_per_generation(split_run):
                 members_by_generation.setdefault(generation, set()).add(members)
     assert len(members_by_generation) >= 2  # the initial group's generation and the churn's
     assert all(len(views) == 1 for views in members_by_generation.values()), members_by_generation
+
+
+def test_with_a_lagging_broker_rocketmq_consumers_allocate_from_different_id_lists(split_run):
+    summary = split_run[2]
+    rocket = summary[summary.design == "rocketmq"].iloc[0]
+    assert rocket.zk_requests_per_change == 0 and rocket.notifications_per_change > 0
+    assert rocket.view_divergence > 1, rocket.to_dict()
+    assert by_id(split_brain.findings(summary))["rocketmq-lagging-broker-views-diverge"].holds
+    assert rocket.double_owned_partition_s + rocket.unowned_partition_s > 0, rocket.to_dict()
 
 
 def test_every_event_the_trials_wrote_is_in_the_vocabulary_with_its_fields(split_run):

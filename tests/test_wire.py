@@ -233,3 +233,23 @@ def test_a_connection_the_server_ends_fails_the_waiting_request_and_is_told(chan
     hold.set()
     assert failed and "connection closed" in str(failed[0].value) and ended.wait(5)
     c.close()
+
+
+def test_a_request_without_an_answer_in_time_closes_its_connection_and_the_next_opens_a_new_channel(channel_server):
+    """RocketMQ's `invokeSync` closes a channel whose answer timed out (`closeSocketIfTimeout`, true by default),
+    so a link that silently lost its far end is not kept forever."""
+    from lab_cluster.wire import DuplexClient
+
+    srv, seen, closed = channel_server
+    release = threading.Event()
+    srv.add_api("Hold", (1,), lambda request: release.wait(10) and {})
+    ended = threading.Event()
+    c = DuplexClient("127.0.0.1", srv.port, client_id="c", on_close=ended.set)
+    first = c.call("Register")["channel"]
+    with pytest.raises(ConnectionError, match="no answer within"):
+        c.request("Hold", timeout_s=0.3)
+    assert ended.wait(5)  # the client ended that connection itself
+    release.set()
+    wait_for(lambda: [ch.id for ch in closed] == [first], "the server to see the channel close", timeout_s=10)
+    assert c.call("Register")["channel"] != first
+    c.close()

@@ -1,12 +1,13 @@
 """The zombie experiment end to end: a consumer paused past its session timeout, or cut off, wakes up.
 
-`pytest -m zombie` runs both faults (SIGSTOP then SIGCONT; blackholed ZooKeeper
-or coordinator link then healed) in both designs, and asserts the finding
+`pytest -m zombie` runs both faults (SIGSTOP then SIGCONT; blackholed ZooKeeper,
+coordinator or broker links then healed) in every design, and asserts the finding
 (DESIGN §5): the ZooKeeper-era zombie processes partitions another consumer
 owns and nothing refuses its commits; cut off, the commit it was making lands on
 its new session and a committed offset moves backwards; the
 coordinator-era zombie's commits are fenced with ILLEGAL_GENERATION or
-UNKNOWN_MEMBER_ID, none is accepted, and no committed offset moves backwards.
+UNKNOWN_MEMBER_ID, none is accepted, and no committed offset moves backwards;
+RocketMQ's zombie's commits are accepted, none refused.
 """
 
 from __future__ import annotations
@@ -64,6 +65,21 @@ def test_the_coordinator_era_zombie_is_fenced_and_no_committed_offset_moves_back
     assert set(fenced.label.str.split().str[0]) <= {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
     checked = by_id(zombie.findings(summary))
     assert checked["modern-pause-fenced"].holds and checked["modern-cut-fenced"].holds, checked
+
+
+def test_rocketmq_fences_nothing_the_zombies_commits_are_accepted(zombie_run):
+    run_dir, _, summary = zombie_run
+    trials = zombie.per_trial(summary)
+    rocket = trials[trials.design == "rocketmq"]
+    assert len(rocket) == 2
+    assert (rocket.commits_fenced == 0).all()  # no broker can refuse an offset
+    assert (rocket.zombie_commits_accepted > 0).all(), rocket.to_dict("records")
+    # the group converged without the victim only after a broker's scan dropped its channel (120 s without a
+    # heartbeat) and the survivor's next periodic rebalance: minutes, where a session or member expires in 6 s
+    faults = summary[(summary.design == "rocketmq") & summary.change.isin(["pause", "cut"])]
+    assert (faults.convergence_ms > 60_000).all(), faults[["change", "convergence_ms"]]
+    checked = by_id(zombie.findings(summary))
+    assert checked["rocketmq-pause-accepted"].holds and checked["rocketmq-cut-accepted"].holds, checked
 
 
 def test_the_report_draws_a_timeline_per_fault(zombie_run, tmp_path):

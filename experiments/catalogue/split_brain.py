@@ -22,7 +22,16 @@ The finding, checked by `findings()` (and by `pytest -m split_brain`):
 - coordinator era: only the group leader computes an assignment, from the
   member list the coordinator gives it for that generation
   (`modern_coord/coordinator/`), so every generation has exactly one view,
-  whatever the ensemble under the brokers does.
+  whatever the ensemble under the brokers does;
+- RocketMQ: no ZooKeeper in the consumers' path, but the same lag one level
+  up: every consumer's link to one broker is delayed instead
+  (`broker_delay_ms`), so that broker learns of each heartbeat and
+  unregistration late, and a consumer woken by a prompt broker's push that
+  asks the lagging one for the id list (it picks a broker at random,
+  `rocketmq_client/instance.py`) allocates from a list the others have left
+  behind: more than one id list in a round, queues with two owners or none,
+  for longer as the lag grows (the group heals at the late broker's own push,
+  or at the 20 s periodic rebalance of whoever read its list last).
 """
 
 from __future__ import annotations
@@ -42,7 +51,10 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 2.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern")
+DESIGNS = ("legacy", "modern", "rocketmq")
+#: what lags, per design: a ZooKeeper follower under the consumers (legacy) or under the brokers (modern), or
+#: one broker that keeps RocketMQ's membership (every consumer's link to it delayed)
+LAG_PARAM = {"legacy": "follower_delay_ms", "modern": "follower_delay_ms", "rocketmq": "broker_delay_ms"}
 
 
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
@@ -50,16 +62,19 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
          ) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,
-                      variant=f"delay-{delay}", zk_servers=3, layout="spread", params={"follower_delay_ms": delay},
+                      variant=f"delay-{delay}", zk_servers=3, layout="spread", params={LAG_PARAM[design]: delay},
                       steps=("churn",), converge_required=False, converge_limit_s=45.0)
             for delay in (delays or DELAYS_MS.values()) for design in designs
             for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
 
 
 def per_delay(summary: pd.DataFrame, design: str, metric: str, how: str = "max") -> pd.Series:
+    """`metric` per delay of what lags in this design (`LAG_PARAM`)."""
     rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.status == "ok")
                    & (summary.change == "churn")]
-    return rows.groupby("follower_delay_ms")[metric].agg(how).sort_index()
+    if LAG_PARAM[design] not in rows:  # a run from before that design's lag existed has no trial of it
+        return pd.Series(dtype=float)
+    return rows.groupby(LAG_PARAM[design])[metric].agg(how).sort_index()
 
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
@@ -86,12 +101,35 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
         "modern-one-view",
         "Coordinator era: every generation's assignment is computed from exactly one view, at every delay",
         len(modern) > 0 and bool((modern == 1).all()), f"view divergence {_series(modern)}"))
+    rocket = per_delay(summary, "rocketmq", "view_divergence")
+    lagging = [d for d in rocket.index if d > 0]
+    out.append(Finding(
+        "rocketmq-lagging-broker-views-diverge",
+        "RocketMQ, lagging broker: consumers allocate from more than one id list in a round",
+        bool(lagging) and all(rocket[d] > 1 for d in lagging),
+        f"id lists in a round {_series(rocket)}"))
+    # partition-seconds with two owners or none, until the churn converged (or its window ended)
+    astray = (per_delay(summary, "rocketmq", "double_owned_partition_s")
+              + per_delay(summary, "rocketmq", "unowned_partition_s"))
+    slow = per_delay(summary, "rocketmq", "convergence_ms").fillna(float("inf"))
+    worse = (len(astray) >= 2 and astray.index[0] == 0 and astray.iloc[-1] > astray.iloc[0]
+             and slow.iloc[-1] > slow.iloc[0])
+    out.append(Finding(
+        "rocketmq-delay-worsens",
+        "RocketMQ: the largest broker delay leaves queues with two owners or none for longer, and converges "
+        "later, than no delay", bool(worse),
+        f"double-owned + unowned partition-s {_series_s(astray)}; convergence ms {_series(slow)}"))
     return out
+
+
+def _series_s(s: pd.Series) -> str:
+    return ", ".join(f"{d} ms: {v:,.1f}" for d, v in s.items()) or "no successful trial"
 
 
 def _series(s: pd.Series) -> str:
     return ", ".join(f"{d} ms: {v:,.0f}" for d, v in s.items()) or "no successful trial"
 
 
+#: 2: RocketMQ's family, with a lagging broker
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.faults:split_brain_section", keeps_timelines=True)
+                        section="experiments.report.faults:split_brain_section", keeps_timelines=True, version=2)

@@ -7,7 +7,9 @@ of two faults on `c1`, held until the group has converged without it and
 
 - `pause`: SIGSTOP past its session timeout, then SIGCONT (a long GC pause);
 - `cut`: its link to ZooKeeper (legacy) or to its coordinator (modern) is
-  blackholed while its links to the brokers stay up, then let through again.
+  blackholed while its links to the brokers stay up, then let through again;
+  a RocketMQ consumer has one channel per broker for membership and messages
+  alike, so its links to every broker are cut.
 
 Every consumer spends `lab.processing.ms` on each record, so a zombie that
 wakes up behind does not catch up at once. The finding, checked by `findings()`
@@ -29,7 +31,14 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
   UNKNOWN_MEMBER_ID), so none is accepted and no committed offset moves
   backwards. It does not stop the zombie fetching: duplicates remain possible
   in both eras, which is why Kafka's answer to them is idempotent processing or
-  transactions, not the group protocol.
+  transactions, not the group protocol;
+- RocketMQ: nothing fences anything. A broker forgets a silent consumer only
+  when its scan finds no heartbeat for 120 s, and tells nobody
+  (`rocketmq_client/broker/consumer_manager.py`); the others take its queues at
+  their next periodic rebalance (20 s). Awake again, the zombie still holds
+  its queues until its own next rebalance, and the offsets it sends meanwhile,
+  periodic or as it lets a queue go, are accepted from anyone
+  (`rocketmq_client/broker/offsets.py`).
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ PROFILES = {
     "quick": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [2, 4], "partitions": 8, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern")
+DESIGNS = ("legacy", "modern", "rocketmq")
 VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
 #: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
 #: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
@@ -57,7 +66,12 @@ OVERRIDES = {
     "legacy": ("auto.commit.interval.ms=1000", "lab.processing.ms=20"),
     "modern": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
                "heartbeat.interval.ms=2000", "request.timeout.ms=10000"),
+    "rocketmq": ("persistConsumerOffsetInterval=1000", "lab.processing.ms=20"),
 }
+#: how long the group may take to converge without the victim: a ZooKeeper session or a coordinator's member
+#: expires after 6 s; a RocketMQ broker drops a silent channel after 120 s (its scan runs every 10 s) and the
+#: others notice at their next periodic rebalance (20 s)
+CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "rocketmq": 240.0}
 HOLD_S = 3.0
 
 
@@ -66,7 +80,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, variant=variant,
                       layout="spread", steps=steps, params={"hold_s": HOLD_S}, overrides=OVERRIDES[design],
-                      converge_limit_s=60.0)
+                      converge_limit_s=CONVERGE_LIMIT_S[design])
             for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
             for seed in range(seeds or p["seeds"])]
 
@@ -103,6 +117,16 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                                      & (mv.offsets_moved_backwards == 0)
                                                      & (mv.commits_fenced > 0)).all()),
             _evidence(mv, ["commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards", "duplicates"])))
+    rocket = t[t.design == "rocketmq"]
+    for variant in VARIANTS:
+        rv = rocket[rocket.variant == variant]
+        out.append(Finding(
+            f"rocketmq-{variant}-accepted",
+            f"RocketMQ, {variant}: nothing fences the zombie: commits it made for queues another consumer had "
+            "taken were accepted, none refused", len(rv) > 0 and bool(((rv.zombie_commits_accepted > 0)
+                                                                       & (rv.commits_fenced == 0)).all()),
+            _evidence(rv, ["zombie_commits_accepted", "commits_fenced", "double_processed_partition_s",
+                           "offsets_moved_backwards", "duplicates"])))
     cut = legacy[legacy.variant == "cut"]
     out.append(Finding("legacy-cut-blocked-commit-lands",
                        "ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
@@ -124,6 +148,7 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
 
 
 #: 1: "the zombie's commits are accepted" in both faults; 2: the faithful 0.8 model's finding (nothing refuses
-#: its commits; cut off, the blocked commit lands on the new session; an offset moves backwards in some trial)
+#: its commits; cut off, the blocked commit lands on the new session; an offset moves backwards in some trial);
+#: 3: RocketMQ's family
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=2)
+                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=3)

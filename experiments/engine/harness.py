@@ -37,7 +37,7 @@ from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, Str
 from experiments import metrics
 from experiments.engine import store
 from experiments.engine.slots import machine_slot
-from experiments.engine.trial import PARAMS, TrialSpec, run_trial
+from experiments.engine.trial import PARAMS, SETUP_PARAMS, TrialSpec, run_trial
 from lab_cluster.processes import honour_ctrl_c, proc_stat
 from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 from lab_cluster.zk import BackendRequest
@@ -56,14 +56,15 @@ RESULT_SCHEMA = StructType([
     StructField("trial_dir", StringType()), StructField("wall_s", DoubleType()),
     StructField("environment", StringType()),
 ])
-IDENTITY = ["experiment", "variant", "design", "consumers", "partitions", "follower_delay_ms", "seed", "repetition",
+#: what identifies a row of the summary: the trial's spec (its set-up parameters among it) and the change
+IDENTITY = ["experiment", "variant", "design", "consumers", "partitions", *SETUP_PARAMS, "seed", "repetition",
             "change", "change_index", "members_before", "members_after"]
 METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_reads_per_change",
            "broker_requests_per_change",
            "control_messages_per_change", "rebalance_attempts", "rebalance_failures", "owner_conflicts",
            "convergence_ms", "converged", "unowned_partition_s", "double_owned_partition_s",
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
-           "zombie_commits_accepted", "offsets_moved_backwards", "commits_fenced"]
+           "zombie_commits_accepted", "offsets_moved_backwards", "commits_fenced", "first_message_ms"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
           "client_requests"]
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",
@@ -224,7 +225,7 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
         if column not in summary:
             summary[column] = None
     summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
-                                                    "follower_delay_ms", "seed", "repetition", "change_index"],
+                                                    *SETUP_PARAMS, "seed", "repetition", "change_index"],
                                                    na_position="last")
     faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
     stretches, marks = metrics.timelines(events.where(F.col("trial").isin(faulted)))

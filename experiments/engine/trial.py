@@ -20,7 +20,8 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
    every server and its client picked one at random; pinning makes the spread
    the same in every trial). It waits until the group has converged
    (`GroupWatch`), then, if the parameter `follower_delay_ms` is above 0 (`TrialSpec.params`), delays one follower's
-   quorum link to the leader (a `quorum_delay` fault) until the end;
+   quorum link to the leader (a `quorum_delay` fault) until the end; if `broker_delay_ms` is, every
+   consumer's link to the last broker (for families that learn membership from brokers: RocketMQ);
 3. runs each step: records `zk_server_counters` (the servers' `mntr`, summed),
    records the `change`, does it, waits until the group has converged on its
    new membership or the limit has passed, waits `settle_s`, and records the
@@ -84,8 +85,10 @@ SERVER_COUNTERS = ("zk_packets_received", "zk_packets_sent", "zk_watch_count", "
 LAYOUTS = ("shared", "spread")
 #: the knobs of a trial's set-up that an experiment may turn (`TrialSpec.params`), with their defaults:
 #: `follower_delay_ms`, one follower's quorum link to the leader delayed by this much, each way, from the
-#: first step on (split brain)
-SETUP_PARAMS: dict[str, float] = {"follower_delay_ms": 0}
+#: first step on (split brain); `broker_delay_ms`, every consumer's link to the last broker delayed by this
+#: much, each way, from the first step on: where brokers keep the membership (RocketMQ), that broker learns
+#: of each change late and the brokers disagree meanwhile (split brain)
+SETUP_PARAMS: dict[str, float] = {"follower_delay_ms": 0, "broker_delay_ms": 0}
 #: every parameter a trial may be given, with its default: the set-up's, then each step's (`Step.params`)
 PARAMS: dict[str, float] = {**SETUP_PARAMS, **{k: v for step in STEPS.values() for k, v in step.params.items()}}
 
@@ -147,6 +150,10 @@ class TrialSpec:
                                f"none ({', '.join(self.steps)}).", f"Drop {name}, or add such a step.")
         if self.param("follower_delay_ms") and self.zk_servers < 3:
             raise LabError("A follower's quorum link needs an ensemble.", "Use zk_servers=3 with follower_delay_ms.")
+        if self.param("broker_delay_ms") and FAMILIES[self.design].victim_link != "brokers":
+            raise LabError(f"broker_delay_ms delays consumers' links to a broker, and {self.design}'s consumers "
+                           "are not routed through such links.",
+                           "Use it with a family whose victim_link is brokers (rocketmq).")
 
     def param(self, name: str) -> float:
         """The value of one of `PARAMS` in this trial: the one it was given, else the default."""
@@ -231,6 +238,7 @@ class _Scenario:
         self.joins = 0  # joiners started so far: the next is j<joins + 1>
         self.started = 0  # consumers started so far: the k-th is pinned to ZooKeeper server k mod S
         self.victim_link: Link | None = None
+        self.lagging_broker: Link | None = None  # every consumer's link to the last broker (`broker_delay_ms`)
 
     def progress(self, phase: str, done: int) -> None:
         """Where the trial is, for the driver's progress bars (`progress.json` in the trial's directory)."""
@@ -261,6 +269,9 @@ class _Scenario:
         self.progress(f"forming a group of {spec.consumers}", 2)
         if {"cut", "heal"} & set(spec.steps):
             self.victim_link = self._victim_link()
+        if spec.param("broker_delay_ms"):
+            self.lagging_broker = Link(f"consumers-broker-{brokers[-1].broker_id}", self._brokers()[-1:])
+            self.stack.callback(self.lagging_broker.close)
         members = actor_names("c", spec.consumers)
         group = self._consumers("c", spec.consumers) if spec.layout == "shared" else None
         if group is None:
@@ -272,6 +283,8 @@ class _Scenario:
             follower = zk.followers()[0]
             self.faults.quorum_delay(zk, follower.sid, leader.sid, int(spec.param("follower_delay_ms")))
             self.stack.callback(lambda: zk.quorum_link(follower.sid, leader.sid).set_mode(Mode.PASS))
+        if self.lagging_broker is not None:
+            self.faults.link(self.lagging_broker, Mode.DELAY, int(spec.param("broker_delay_ms")))
         for index, step in enumerate(spec.steps, start=1):
             self.progress(f"step {index}: {step}", 2 + index)
             members = self._step(index, step, members)
@@ -322,8 +335,11 @@ class _Scenario:
         address = address or (self.zk.connect if family.address == "zk" else self.bootstrap)
         args = ["--family", family.package, "--address", address, "--group", GROUP, "--topic", TOPIC,
                 "--count", str(count), "--trial-dir", str(self.dir), "--trial", self.spec.trial_id, "--name", name]
-        overrides = {**family.from_beginning, **dict(o.split("=", 1) for o in self.spec.overrides),
-                     **(extra or {})}
+        extra = dict(extra or {})
+        if self.lagging_broker is not None:  # routed through it from the start, delayed from the first step on
+            routes = [r for r in (extra.get(family.via_config), self.lagging_broker.routes) if r]
+            extra[family.via_config] = ",".join(routes)
+        overrides = {**family.from_beginning, **dict(o.split("=", 1) for o in self.spec.overrides), **extra}
         for key, value in overrides.items():
             args += ["--config", f"{key}={value}"]
         process = LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", args,

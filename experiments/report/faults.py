@@ -15,7 +15,8 @@ from experiments.engine.experiment import StoredRun  # noqa: E402
 from experiments.report.figures import figure as timeline_figure  # noqa: E402
 from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
 
-SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"), ("consumers", "N"),
+SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"),
+               ("broker_delay_ms", "broker delay ms"), ("consumers", "N"),
                ("view_divergence", "views in a round"), ("stale_views", "stale views"),
                ("owner_conflicts", "owner conflicts"), ("rebalance_attempts", "attempts"),
                ("rebalance_failures", "failures"), ("converged", "converged"), ("convergence_ms", "convergence ms"),
@@ -45,6 +46,9 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("ZooKeeper", f"{run.spec(split_brain.NAME, 'zk_servers')} servers per trial; one follower's quorum "
                            "link to the leader delayed, each way, by "
                            + ", ".join(f"{d} ms" for d in sorted(summary.follower_delay_ms.unique()))),
+             ("RocketMQ", "instead of a follower, every consumer's link to the last broker delayed, each way, by "
+                          + ", ".join(f"{d} ms" for d in sorted(summary.get("broker_delay_ms", pd.Series(
+                              [], dtype=float)).unique()))),
              ("scenario", "stable group; then `j1` joins, `j2` joins, `j1` leaves, "
                           f"{run.spec(split_brain.NAME, 'churn_gap_s')} s apart (one change: "
                           "`churn`); the lag starts after the group first converged"),
@@ -52,14 +56,18 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
                          "sessions spread over the ensemble"),
              ("configs", "each family's defaults (see the herd section) with `auto.offset.reset` from the start; "
                          "overrides: " + "; ".join(f"{design} {found}" for design, found in overrides))]
-    rows = ok.sort_values(["design", "follower_delay_ms"])[[c for c, _ in SPLIT_TABLE]]
+    rows = ok.sort_values(["design", "follower_delay_ms", "broker_delay_ms"])[[c for c, _ in SPLIT_TABLE]]
     figure = _split_figure(ok, figures / "split_brain.png")
     panels = []
-    largest = ok.follower_delay_ms.max() if not ok.empty else None
     for design in STYLE:
-        trial = ok[(ok.design == design) & (ok.follower_delay_ms == largest)].trial
-        if len(trial):
-            panels.append((trial.iloc[0], f"{STYLE[design][1]}, follower delay {int(largest)} ms: {trial.iloc[0]}"))
+        lag = split_brain.LAG_PARAM.get(design)
+        mine = ok[ok.design == design]
+        if lag is None or mine.empty:
+            continue
+        largest = mine[lag].max()
+        trial = mine[mine[lag] == largest].trial
+        panels.append((trial.iloc[0], f"{STYLE[design][1]}, {lag.split('_')[0]} delay {int(largest)} ms: "
+                                      f"{trial.iloc[0]}"))
     timeline = _timeline(timelines, panels, figures / "timeline-split_brain.png", root)
     return f"""## Split brain: {split_brain.QUESTION}
 
@@ -117,6 +125,19 @@ the leader computes, from the list it was given for that generation
 (`modern_coord/consumer.py: _assign_as_leader`), so each generation has exactly
 one view at any lag, and the churn costs the same.
 
+RocketMQ moved the membership from ZooKeeper into the brokers, and kept
+the split: every broker keeps its own table from the heartbeats that reach it
+(`rocketmq_client/broker/consumer_manager.py`), and a consumer allocates from
+the id list of one broker picked at random
+(`rocketmq_client/instance.py: find_consumer_id_list`). With one broker
+behind, a consumer woken by a prompt broker's push may read the late one's
+list, which still has the member that left or lacks the one that joined, and
+take the queues that list gives it while the others work from the new list
+(`rocketmq_client/rebalance.py`): two id lists in effect in one round, queues
+with two owners or none, until the late broker's own push makes everyone
+rebalance again. Nothing detects the disagreement; it ends because the next
+push or the 20 s timer comes.
+
 **Reproduce:** `python -m experiments run split_brain --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 
 
@@ -128,7 +149,7 @@ def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
             if not s.empty:
                 ax.plot(s.index, s.values, "-o", color=color, label=label)
         ax.set_title(title)
-        ax.set_xlabel("follower delay (ms, each way)")
+        ax.set_xlabel("delay (ms, each way): a follower's, or RocketMQ's broker's")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
     axes.flat[0].legend(fontsize=8)
@@ -147,10 +168,12 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("faults", "`pause`: SIGSTOP `c1` until the group converged without it and "
                         f"{run.spec(zombie.NAME, 'hold_s')} s more, then SIGCONT; `cut`: blackhole `c1`'s link to "
-                        "ZooKeeper "
-                        "(legacy) or to its coordinator (modern), its broker links untouched, as long, then heal"),
+                        "ZooKeeper (legacy) or to its coordinator (modern), its broker links untouched, or its "
+                        "links to every broker (RocketMQ, whose membership and messages share one channel per "
+                        "broker), as long, then heal"),
              ("ZooKeeper", f"{run.spec(zombie.NAME, 'zk_servers')} server per trial"),
-             ("brokers", f"{run.spec(zombie.NAME, 'brokers')} per trial, each hosting a group coordinator")]
+             ("brokers", f"{run.spec(zombie.NAME, 'brokers')} per trial, each hosting a group coordinator and "
+                         "RocketMQ's consumer table")]
     per_change = ok[[c for c, _ in ZOMBIE_TABLE]]
     per_trial = zombie.per_trial(ok)[[c for c, _ in ZOMBIE_TRIAL_TABLE]]  # a trial's changes summed
     figure = _zombie_figure(ok, figures / "zombie.png")
@@ -223,6 +246,25 @@ cut off from its coordinator keeps processing until its next request to the
 coordinator fails, so duplicates remain in both eras (at-least-once); Kafka's
 answer to those is idempotent processing and transactions, not the group
 protocol.
+
+RocketMQ fences nothing. Its broker forgets a silent consumer only when the
+scan finds no heartbeat from it for 120 s, and that road of change tells
+nobody (`rocketmq_client/broker/consumer_manager.py: scan_not_active_channel`),
+so the survivors take the zombie's queues at their next periodic rebalance
+(`rocketmq.client.rebalance.waitInterval`, 20 s): convergence takes minutes,
+not seconds, and the queues the zombie held are not consumed meanwhile. Awake
+again, the zombie still holds those queues until its own next rebalance, which
+comes as soon as its heartbeat registers it again and the brokers push
+NOTIFY_CONSUMER_IDS_CHANGED; meanwhile it processes them, and the offsets it
+persists, on its timer or as it lets a queue go
+(`rocketmq_client/rebalance.py: remove_unnecessary`), go to a broker that
+accepts an offset from anyone (`rocketmq_client/broker/offsets.py`). Cut off,
+its requests time out and close their channels (RocketMQ's
+`closeSocketIfTimeout`); healed, it connects again and does the same.
+RocketMQ's own answer is the orderly consumer's broker-side lock
+(`messageListener=orderly`, `rocketmq_client/broker/locks.py`), which stops a
+second consumer from *taking* a locked queue for 60 s; it still does not fence
+an offset.
 
 **Reproduce:** `python -m experiments run zombie --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 

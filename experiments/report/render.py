@@ -26,6 +26,7 @@ from experiments.catalogue import EXPERIMENTS
 from experiments.engine.experiment import StoredRun
 from experiments.engine.finding import Finding, by_id
 from experiments.engine.steps import MEMBERSHIP_CHANGES
+from experiments.report.compare import designs_compared
 from experiments.report.parts import table
 from lab_cluster.errors import LabError
 
@@ -78,6 +79,7 @@ def render(run_dir: Path, out: Path | None = None) -> Path:
         rows = summary[summary.experiment == name]
         if not rows.empty:
             parts.append(experiment.render_section(rows, run))
+    parts.append(designs_compared(summary))
     parts.append(_failures(summary))
     parts.append(_cross_check(summary))
     out.write_text("\n\n".join(p.strip() for p in parts if p) + "\n")

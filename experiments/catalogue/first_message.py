@@ -1,0 +1,82 @@
+"""The first-message experiment: how long after a consumer starts does it process its first message?
+
+For each design: a stable group of N consumers on a topic a producer keeps
+writing to (every partition always has messages waiting), then one more
+consumer, `j1`, starts in its own process. `first_message_ms` is the time from
+its `consumer_start` to its first processed record
+(`experiments/metrics.py: first_messages`), repeated over seeds. What a
+newcomer waits for, per design:
+
+- ZooKeeper era: its registration, then its own rebalance, in which it claims
+  owner znodes the previous owners must first release in theirs (a refused
+  claim backs off `rebalance.backoff.ms`, 2 s by default, and retries:
+  `legacy_zk/ownership.py`), then a fetch;
+- coordinator era: FindCoordinator, then JoinGroup, which the coordinator
+  answers only when every member has rejoined, each learning of the
+  rebalance at its next heartbeat (`heartbeat.interval.ms`, 3 s), then
+  SyncGroup, OffsetFetch and a fetch;
+- RocketMQ: its route, a heartbeat to every broker (whose pushes wake the
+  others at once), one rebalance from one broker's id list, the start offset
+  from the queue's broker, then a pull: it waits for nobody, so it may
+  process a queue before its previous owner has let it go (the herd's
+  double-owned partition-seconds).
+
+The finding, checked by `findings()` (and by `pytest -m first_message`), is
+stated with the run's medians; see its docstring.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from experiments.engine.experiment import Experiment
+from experiments.engine.finding import Finding
+from experiments.engine.trial import TrialSpec
+
+NAME = "first_message"
+QUESTION = "How long after a consumer starts does it process its first message, in each design?"
+PROFILES = {
+    "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
+    "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
+}
+DESIGNS = ("legacy", "modern", "rocketmq")
+
+
+def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+         partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
+    p = PROFILES[profile]
+    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, steps=("join",))
+            for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
+
+
+def per_design(summary: pd.DataFrame) -> pd.DataFrame:
+    """design, N, trials, and the median, min and max of `first_message_ms` over the ok trials."""
+    rows = summary[(summary.experiment == NAME) & (summary.status == "ok") & (summary.change == "join")]
+    return (rows.groupby(["design", "consumers"], as_index=False)
+            .agg(trials=("trial", "nunique"), median_ms=("first_message_ms", "median"),
+                 min_ms=("first_message_ms", "min"), max_ms=("first_message_ms", "max")))
+
+
+def findings(summary: pd.DataFrame) -> list[Finding]:
+    """Every newcomer of every design gets a message; and the newcomer's wait, compared: a coordinator-era
+    newcomer's JoinGroup is answered only when every member has rejoined (each learning of the rebalance at its
+    next heartbeat), where a RocketMQ newcomer allocates its own share from the first id list it reads and
+    pulls at once, without waiting for the previous owners to let go."""
+    t = per_design(summary)
+    medians = t.groupby("design").median_ms.median()
+    fed = summary[(summary.experiment == NAME) & (summary.status == "ok") & (summary.change == "join")]
+    every = len(fed) > 0 and bool(fed.first_message_ms.notna().all())
+    evidence = ", ".join(f"{d} {v:,.0f} ms" for d, v in medians.items()) or "no successful trial"
+    out = [Finding("all-newcomers-fed", "Every newcomer of every design processed a message after it joined",
+                   every and set(medians.index) == set(DESIGNS), f"medians: {evidence}")]
+    faster = {"modern", "rocketmq"} <= set(medians.index) and medians["rocketmq"] < medians["modern"]
+    out.append(Finding("rocketmq-before-modern",
+                       "A RocketMQ newcomer processes its first message sooner than a coordinator-era one: it "
+                       "takes its share at once, without waiting for the previous owners to let go (a JoinGroup "
+                       "is answered only when every member has rejoined)", bool(faster), f"medians: {evidence}"))
+    return out
+
+
+#: 1: the joiner's wait in the ZooKeeper era, the coordinator era and RocketMQ
+EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
+                        section="experiments.report.first_message:first_message_section", version=1)

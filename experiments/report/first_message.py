@@ -1,0 +1,90 @@
+"""The first-message section of the report: how long a newcomer waits for its first message, per design.
+
+Rendered from the run's stored results only (`experiment.StoredRun`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from experiments.catalogue import first_message  # noqa: E402
+from experiments.engine.experiment import StoredRun  # noqa: E402
+from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
+
+TABLE = [("design", "design"), ("consumers", "N"), ("trials", "trials"), ("median_ms", "median ms"),
+         ("min_ms", "min ms"), ("max_ms", "max ms")]
+
+
+def first_message_section(summary: pd.DataFrame, run: StoredRun) -> str:
+    env, figures, root = run.env, run.figures, run.root
+    ok = summary[(summary.status == "ok") & (summary.change == "join")]
+    setup = [("designs", ", ".join(sorted(summary.design.unique()))),
+             ("group", f"N = {', '.join(str(int(n)) for n in sorted(summary.consumers.unique()))} consumers, "
+                       "stable; then `j1` starts in a process of its own"),
+             ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
+             ("producer", f"{run.spec(first_message.NAME, 'rate')} records/s per partition, so every partition "
+                          "has records waiting"),
+             ("measured", "from `j1`'s `consumer_start` to its first `processed` record; "
+                          f"{summary.seed.nunique()} seed(s) per design and N"),
+             ("configs", "each family's defaults (see the herd section), from the start of the log")]
+    rows = first_message.per_design(summary)[[c for c, _ in TABLE]]
+    figure = _figure(ok, figures / "first_message.png")
+    return f"""## First message: {first_message.QUESTION}
+
+**Set-up.**
+
+{table(["", ""], setup)}
+
+**Results** (per design and N, over the seeds):
+
+{table([label for _, label in TABLE], rows.itertuples(index=False))}
+
+![first message: a newcomer's wait per design]({figure.relative_to(root).as_posix()})
+
+**The finding, checked on these results** (`experiments/catalogue/first_message.py: findings`):
+
+{findings_list(first_message.findings(summary))}
+
+**What to take from it.** A newcomer's first message waits for the
+rebalance its arrival starts, and each design starts it differently. In the
+coordinator era the coordinator cannot answer the newcomer's JoinGroup until
+every member has rejoined, and members learn of the rebalance only from the
+answer to their next heartbeat (`modern_coord/coordinator/coordinator.py`,
+`heartbeat.interval.ms`): the wait is paced by the heartbeat, by design, so
+that every member revokes before anyone is assigned. A RocketMQ newcomer
+waits for nobody: its heartbeat registers it at every broker, its own
+rebalance reads one broker's id list, which already has it, and it takes its
+share and pulls at once (`rocketmq_client/consumer.py`), often before the
+previous owners, woken by the brokers' pushes, have let those queues go
+(`rocketmq_client/rebalance.py`): the fastest first message, bought with
+queues that have two owners for a moment and nobody checking that the
+members agree (see the herd, split-brain and zombie sections for the price). In the
+ZooKeeper era every member's watch fires at once too, but the newcomer must
+claim owner znodes the others have not released yet, and a refused claim
+waits `rebalance.backoff.ms` before it retries (`legacy_zk/ownership.py`).
+
+**Reproduce:** `python -m experiments run first_message --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+
+
+def _figure(ok: pd.DataFrame, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 3.4), constrained_layout=True)
+    designs = [d for d in STYLE if (ok.design == d).any()]
+    for i, design in enumerate(designs):
+        values = ok[ok.design == design].first_message_ms.dropna()
+        color, label = STYLE[design]
+        ax.scatter([i] * len(values), values, color=color, label=label, zorder=3)
+        if len(values):
+            ax.hlines(values.median(), i - 0.25, i + 0.25, color=color, linewidth=2)
+    ax.set_xticks(range(len(designs)), [STYLE[d][1] for d in designs], fontsize=8)
+    ax.set_ylabel("first message after start (ms)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return path

@@ -1,0 +1,38 @@
+"""The first-message experiment end to end: a stable group, one newcomer, its time to its first message.
+
+`pytest -m first_message` runs every design once (one seed) and asserts the
+finding: every newcomer of every design processed a message after it started,
+and a RocketMQ newcomer, which waits for nobody, does so before a
+coordinator-era one, which waits for every member to rejoin.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_experiment, vocabulary_problems
+
+from experiments.catalogue import first_message
+from experiments.engine.finding import by_id
+
+pytestmark = [pytest.mark.first_message, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(scope="module")
+def first_run(spark, tmp_path_factory):
+    return run_experiment(spark, tmp_path_factory.mktemp("first-message-run"), first_message.grid("quick", seeds=1))
+
+
+def test_every_newcomer_processed_a_message_after_its_start(first_run):
+    _, specs, summary = first_run
+    failed = summary[summary.status != "ok"]
+    assert failed.empty, failed[["trial", "reason"]].to_string()
+    assert set(summary.design) == set(first_message.DESIGNS) and set(summary.change) == {"join"}
+    assert (summary.first_message_ms > 0).all(), summary[["design", "first_message_ms"]]
+    checked = by_id(first_message.findings(summary))
+    assert checked["all-newcomers-fed"].holds
+    # a RocketMQ newcomer waits for nobody; a coordinator-era one for every member's rejoin (seconds apart)
+    assert checked["rocketmq-before-modern"].holds, checked["rocketmq-before-modern"]
+
+
+def test_every_event_the_trials_wrote_is_in_the_vocabulary_with_its_fields(first_run):
+    assert vocabulary_problems(first_run[0]) == {}
