@@ -114,6 +114,16 @@ KINDS: dict[str, EventKind] = _kinds(
               "a RocketMQ consumer received NOTIFY_CONSUMER_IDS_CHANGED from a broker (it rebalances at once)"),
     EventKind("rocketmq_request_failed", ("member", "api", "broker", "error"),
               "a RocketMQ consumer's request to a broker failed (RocketMQ logs it and goes on)"),
+    # -- TubeMQ's client balance (tubemq_client) ---------------------------------------------------------
+    EventKind("tubemq_master_register", ("member", "attempt", "code"),
+              "a TubeMQ node's registration with the master (up to 5 tries) and its answer"),
+    EventKind("tubemq_connect", ("member", "key", "attempt", "code"),
+              "a TubeMQ node's registration of one partition at its broker (`connect2Partition`) and its answer"),
+    EventKind("tubemq_request", ("broker", "api", "code"),
+              "a TubeMQ request reached a broker or the master it hosts (`tubemq_client/*/service.py`)"),
+    EventKind("tubemq_released", ("broker", "group", "topic", "partition"),
+              "a TubeMQ broker released a registration silent for 30 s (its in-flight batch rolled back)"),
+    EventKind("tubemq_consumer_expired", ("broker", "node"), "a TubeMQ master removed a node silent for 30 s"),
     EventKind("produced", ("topic", "partition", "offset"), "the producer wrote one record"),
     EventKind("producer_stopped", ("produced",), "the producer stopped, with its count"),
     # -- the trial runner and the fault injector -------------------------------------------------------

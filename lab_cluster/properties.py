@@ -4,6 +4,10 @@
     {'session.timeout.ms': '6000', 'enable.auto.commit': 'false'}
     >>> convert_property("enable.auto.commit", "false", bool)
     False
+    >>> parse_addresses("127.0.0.1:9092, 127.0.0.1:9093")
+    [('127.0.0.1', 9092), ('127.0.0.1', 9093)]
+    >>> parse_routes("127.0.0.1:9092=127.0.0.1:40001")
+    {('127.0.0.1', 9092): ('127.0.0.1', 40001)}
 """
 
 from __future__ import annotations
@@ -65,3 +69,44 @@ def check_all(checks: list[tuple[bool, str]]) -> None:
     bad = [why for ok, why in checks if not ok]
     if bad:
         raise LabError(f"Invalid consumer config: {'; '.join(bad)}.", "Fix the value(s) and try again.")
+
+
+def parse_addresses(text: str) -> list[tuple[str, int]]:
+    """`host:port,host:port,...` as [(host, port)]; ValueError if an entry is not host:port."""
+    out = []
+    for entry in text.split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"{entry.strip()!r} is not host:port")
+        out.append((host, int(port)))
+    return out
+
+
+def parse_routes(text: str) -> dict[tuple[str, int], tuple[str, int]]:
+    """`host:port=host:port,...` (a server's address, then the address to reach it through) as a dict; empty
+    text: no route. ValueError if an entry is malformed."""
+    out = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        server, sep, via = entry.partition("=")
+        if not sep:
+            raise ValueError(f"{entry!r} is not host:port=host:port")
+        (address,), (proxy,) = parse_addresses(server), parse_addresses(via)
+        out[address] = proxy
+    return out
+
+
+def valid_addresses(text: str) -> bool:
+    """True when `text` is a non-empty `host:port,...` list with ports in range (a config check)."""
+    try:
+        return all(0 < port < 65536 for _, port in parse_addresses(text))
+    except ValueError:
+        return False
+
+
+def valid_routes(text: str) -> bool:
+    """True when `text` is empty or a well-formed `host:port=host:port,...` list (a config check)."""
+    try:
+        parse_routes(text)
+        return True
+    except ValueError:
+        return False

@@ -288,6 +288,20 @@ class _Client:
         return answer
 
 
+def fields_checked(api: str, handler: Callable, where: str) -> Callable:
+    """`handler` with a request that lacks a field, or carries one of the wrong type, answered
+    INVALID_REQUEST naming the API and `where` each request's body is described (the connection stays open),
+    never an unknown server error. For plug-ins whose handlers read the request's fields directly."""
+    def handle(*args):
+        try:
+            return handler(*args)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WireError(ErrorCode.INVALID_REQUEST,
+                            f"{api}: bad or missing field ({exc.__class__.__name__}: {exc}); see {where} for "
+                            "each request's body") from None
+    return handle
+
+
 class WireClient(_Client):
     """A blocking client for one server; one request at a time (thread-safe).
 

@@ -40,7 +40,7 @@ import itertools
 from dataclasses import asdict, dataclass, replace
 
 from lab_cluster.assignment import ASSIGNORS
-from lab_cluster.properties import check_all, field_values
+from lab_cluster.properties import check_all, field_values, parse_addresses, valid_addresses
 
 _client_numbers = itertools.count(1)
 
@@ -82,11 +82,7 @@ class ConsumerConfig:
 
     @property
     def bootstrap(self) -> list[tuple[str, int]]:
-        out = []
-        for entry in self.bootstrap_servers.split(","):
-            host, _, port = entry.strip().rpartition(":")
-            out.append((host, int(port)))
-        return out
+        return parse_addresses(self.bootstrap_servers)
 
     @property
     def coordinator_via(self) -> tuple[str, int] | None:
@@ -96,19 +92,14 @@ class ConsumerConfig:
         return host, int(port)
 
     def _validate(self) -> None:
-        def bootstrap_ok():
-            try:
-                return bool(self.bootstrap)
-            except ValueError:
-                return False
-
         def via_ok():
             try:
                 return self.coordinator_via[1] > 0
             except ValueError:
                 return False
         checks = [
-            (bootstrap_ok(), f"bootstrap.servers={self.bootstrap_servers!r} must be host:port[,host:port...]"),
+            (valid_addresses(self.bootstrap_servers),
+             f"bootstrap.servers={self.bootstrap_servers!r} must be host:port[,host:port...]"),
             (self.session_timeout_ms > 0, "session.timeout.ms must be > 0"),
             (0 < self.heartbeat_interval_ms < self.session_timeout_ms,
              "heartbeat.interval.ms must be > 0 and lower than session.timeout.ms"),

@@ -45,7 +45,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from lab_cluster.assignment.rocketmq import averagely, averagely_by_circle
-from lab_cluster.properties import check_all, field_values
+from lab_cluster.properties import check_all, field_values, parse_addresses, parse_routes, valid_addresses, valid_routes
 
 from .rebalance import CONSUME_FROM_FIRST_OFFSET, CONSUME_FROM_LAST_OFFSET
 
@@ -95,21 +95,12 @@ class ClientConfig:
 
     @property
     def brokers(self) -> list[tuple[str, int]]:
-        out = []
-        for entry in self.namesrv_addr.split(","):
-            host, _, port = entry.strip().rpartition(":")
-            out.append((host, int(port)))
-        return out
+        return parse_addresses(self.namesrv_addr)
 
     @property
     def via(self) -> dict[tuple[str, int], tuple[str, int]]:
         """`lab.brokers.via` as {broker address: proxy address}."""
-        out = {}
-        for entry in filter(None, (e.strip() for e in self.lab_brokers_via.split(","))):
-            broker, _, proxy = entry.partition("=")
-            (bh, _, bp), (ph, _, pp) = broker.rpartition(":"), proxy.rpartition(":")
-            out[(bh, int(bp))] = (ph, int(pp))
-        return out
+        return parse_routes(self.lab_brokers_via)
 
     @property
     def strategy(self):
@@ -120,19 +111,10 @@ class ClientConfig:
         return self.message_listener == "orderly"
 
     def _validate(self) -> None:
-        def brokers_ok():
-            try:
-                return bool(self.brokers) and all(port > 0 for _, port in self.brokers)
-            except ValueError:
-                return False
-        def via_ok():
-            try:
-                return isinstance(self.via, dict)
-            except ValueError:
-                return False
         check_all([
-            (via_ok(), f"lab.brokers.via={self.lab_brokers_via!r} must be host:port=host:port[,...]"),
-            (brokers_ok(), f"namesrvAddr={self.namesrv_addr!r} must be host:port[,host:port...]"),
+            (valid_routes(self.lab_brokers_via),
+             f"lab.brokers.via={self.lab_brokers_via!r} must be host:port=host:port[,...]"),
+            (valid_addresses(self.namesrv_addr), f"namesrvAddr={self.namesrv_addr!r} must be host:port[,host:port...]"),
             (self.consume_from_where in (CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET),
              f"consumeFromWhere must be {CONSUME_FROM_LAST_OFFSET} or {CONSUME_FROM_FIRST_OFFSET}"),
             (self.allocate_message_queue_strategy in ALLOCATE_STRATEGIES,

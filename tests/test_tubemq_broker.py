@@ -63,3 +63,57 @@ def test_a_stale_holder_is_removed_by_the_next_register_which_is_still_refused()
     assert released == [("g", "t", 0, False)]
     assert regs.register("g", "t", 0, "b") == SUCCESS
     assert regs.fetch("g", "t", 0, "a") == DUPLICATE_PARTITION  # the old holder wakes up: fenced
+
+
+# -- the broker's offsets (DefaultOffsetManager, auto-commit mode) ----------------------------------------
+def test_a_group_without_a_stored_offset_starts_at_the_start_or_the_end_and_a_requested_one_overwrites():
+    from tubemq_client.broker.offsets import READ_FROM_MAX, READ_NORMAL, OffsetManager
+
+    o = OffsetManager()
+    assert o.load_offset("g", "t", 0, READ_NORMAL, -1, min_offset=0, max_offset=50) == 0
+    assert o.load_offset("g", "t", 1, READ_FROM_MAX, -1, min_offset=0, max_offset=50) == 50
+    assert o.load_offset("g", "t", 0, READ_FROM_MAX, -1, min_offset=0, max_offset=50) == 0  # stored: kept
+    assert o.load_offset("g", "t", 0, READ_NORMAL, 70, min_offset=0, max_offset=50) == 50  # clamped to the log
+
+
+def test_a_released_registration_rolls_its_batch_back_and_the_next_holder_reads_it_again():
+    from tubemq_client.broker.offsets import READ_NORMAL, OffsetManager
+
+    clock, o = FakeClock(start_ms=0), OffsetManager()
+    regs = Registrations(clock=clock, on_release=lambda g, t, p, consumed: o.commit(g, t, p, consumed=consumed))
+    assert regs.register("g", "t", 0, "a") == SUCCESS
+    o.load_offset("g", "t", 0, READ_NORMAL, -1, min_offset=0, max_offset=100)
+    assert o.fetch_offset("g", "t", 0, last_pack_consumed=False) == 0
+    o.book("g", "t", 0, 32)  # a took 0..31 and went silent before confirming
+    clock.advance(CONSUMER_REG_TIMEOUT_MS + 1)
+    assert regs.expire() == [("g", "t", 0)]
+    assert regs.register("g", "t", 0, "b") == SUCCESS
+    assert o.fetch_offset("g", "t", 0, last_pack_consumed=False) == 0  # b reads 0..31 again
+
+
+# -- the master's groups ------------------------------------------------------------------------------
+def test_the_first_consumer_fixes_the_groups_source_count_and_node_ids_are_unique():
+    from tubemq_client.codes import (
+        BAD_REQUEST,
+        CLIENT_DUPLICATE_INDEXID,
+        CLIENT_INCONSISTENT_SOURCECOUNT,
+        CLIENT_INCONSISTENT_TOPICSET,
+    )
+    from tubemq_client.master.groups import CONSUMER_HEARTBEAT_TIMEOUT_MS, GroupTable
+
+    clock = FakeClock(start_ms=0)
+    groups = GroupTable(clock=clock)
+    assert groups.add_consumer("g", "n0", ["t"], source_count=2, node_id=0) == SUCCESS
+    assert groups.add_consumer("g", "n1", ["t"], source_count=3, node_id=1) == CLIENT_INCONSISTENT_SOURCECOUNT
+    assert groups.add_consumer("g", "n1", ["t", "u"], source_count=2, node_id=1) == CLIENT_INCONSISTENT_TOPICSET
+    assert groups.add_consumer("g", "n1", ["t"], source_count=2, node_id=0) == CLIENT_DUPLICATE_INDEXID
+    assert groups.add_consumer("g", "n1", ["t"], source_count=2, node_id=2) == BAD_REQUEST
+    assert groups.add_consumer("g", "n1", ["t"], source_count=2, node_id=1) == SUCCESS
+    assert groups.add_consumer("g", "n0", ["t"], source_count=2, node_id=0) == SUCCESS  # itself again: fine
+    assert groups.heartbeat("g", "ghost") == HB_NO_NODE
+    clock.advance(CONSUMER_HEARTBEAT_TIMEOUT_MS // 2)
+    assert groups.heartbeat("g", "n1", ["1:t:1"]) == SUCCESS
+    clock.advance(CONSUMER_HEARTBEAT_TIMEOUT_MS // 2 + 1)
+    assert groups.expire() == ["g#n0"]  # n1 heartbeat half-way
+    groups.remove("g", "n1")
+    assert groups.add_consumer("g", "m0", ["t"], source_count=5, node_id=4) == SUCCESS  # empty: a new count

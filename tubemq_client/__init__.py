@@ -5,12 +5,48 @@ Each node is started with the group's node count (`sourceCount`) and its own
 at all (`lab_cluster/assignment/tubemq.py`). The broker fences: one holder
 per group and partition, and only the holder may fetch or commit.
 
-Built so far (issue 16), without I/O:
+Read in this order:
 
 - `broker/registrations.py`: the broker's registrations, its refusals
   (PARTITION_OCCUPIED, HB_NO_NODE, DUPLICATE_PARTITION, UNAUTHORIZED) and the
-  30 s release of a silent holder.
+  30 s release of a silent holder; `broker/offsets.py`: offsets the broker
+  moves itself (a batch in flight until confirmed); `broker/service.py`: both
+  on a lab broker's wire;
+- `master/groups.py`: what the master checks (one `sourceCount` per group,
+  unique `nodeId`s) and its 30 s timeout; `master/service.py`: registration,
+  heartbeats and partition metadata on the wire; `service.py`: the plug-in
+  that loads both;
+- `config.py`, `consumer.py`: the SDK (`ClientBalanceConsumer`) and the
+  application that balances it (`BalancingNode`, TubeMQ's example).
 
-The client, the master, the broker plug-in and `FAMILY` come next; until then
-the family is not in the registry (`experiments/engine/families.py`).
+Not yet in the family registry (`experiments/engine/families.py`): the
+experiments' TubeMQ scenarios come with it.
 """
+
+from lab_cluster.family import Family
+
+from .config import ConsumerConfig
+from .consumer import BalancingNode
+
+
+def _configure(props: dict[str, str], actor: str) -> ConsumerConfig:
+    """The host gives every family `group.id` (TubeMQ's `consumerGroup`); a node's `nodeId` is its actor's
+    number less one (`c3` is node 2) unless set."""
+    props = dict(props)
+    if "group.id" in props:
+        props.setdefault("consumerGroup", props.pop("group.id"))
+    digits = "".join(ch for ch in actor if ch.isdigit())
+    if digits and "nodeId" not in props:
+        props["nodeId"] = str(int(digits) - 1)
+    return ConsumerConfig.from_dict(props)
+
+
+FAMILY = Family(
+    "tubemq", "TubeMQ client balance (tubemq_client)", "tab:purple", package="tubemq_client",
+    address="bootstrap", address_config="masterHostAndPort", configure=_configure,
+    build=lambda config, topics, trace, actor, on_change: BalancingNode(config, topics, trace, name=actor,
+                                                                        on_change=on_change),
+    computes="member", settled_state="STARTED", victim_link="brokers",
+    stops_by="every partition unregistered at its broker, then the master told (TubeMQ's shutdown)",
+    broker_plugin="tubemq_client.service:install",
+    from_beginning={"consumePosition": "CONSUMER_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via")

@@ -8,12 +8,14 @@ from __future__ import annotations
 import legacy_zk
 import modern_coord
 import rocketmq_client
+import tubemq_client
 from lab_cluster.family import Family
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     legacy_zk.FAMILY,
     modern_coord.FAMILY,
     rocketmq_client.FAMILY,
+    tubemq_client.FAMILY,
 )}
 
 #: what every broker hosts besides the ZooKeeper-era broker: each family's plug-in (the coordinator era's

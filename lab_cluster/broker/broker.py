@@ -23,8 +23,9 @@ Plug-in point: `plugins` are `"module:function"` strings; each function is
 called with the broker before it starts serving and may add APIs with
 `broker.server.add_api(...)` (the coordinator era's group coordinator does),
 read `broker.config` (the broker's `--config KEY=VALUE` settings), follow
-partition leadership with `broker.on_leadership(callback)`, and append to or
-read the partitions this broker leads with `broker.leader_log(topic, p)`. What
+partition leadership with `broker.on_leadership(callback)`, append to or
+read the partitions this broker leads with `broker.leader_log(topic, p)`, and
+read what it knows of the cluster with `broker.metadata()`. What
 the function returns is kept; if it has a `stop()`, the broker calls it first
 when it stops. The cluster package never imports a consumer family; the family
 names itself.
@@ -214,6 +215,10 @@ class Broker:
         if which not in ("earliest", "latest"):
             raise WireError(ErrorCode.INVALID_REQUEST, "which must be 'earliest' or 'latest'")
         return {"offset": 0 if which == "earliest" else log.log_end_offset}
+
+    def metadata(self) -> dict:
+        """What a `Metadata` request answers: {"brokers": {id: {host, port}}, "topics": {t: {p: leader}}}."""
+        return self._metadata({})
 
     def _metadata(self, request: dict) -> dict:
         with self._lock:

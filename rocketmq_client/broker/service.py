@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import threading
 
-from lab_cluster.wire import Channel, ErrorCode, WireError
+from lab_cluster.wire import Channel, fields_checked
 
 from .consumer_manager import SCAN_INTERVAL_MS, ConsumerManager, NoConsumer
 from .locks import RebalanceLockManager
 from .offsets import ConsumerOffsetManager
 
 NOTIFY_CONSUMER_IDS_CHANGED = "NOTIFY_CONSUMER_IDS_CHANGED"
+WHERE = "rocketmq_client/broker/service.py"  # where a malformed request's sender reads each body
 
 
 class RocketMQService:
@@ -58,7 +59,7 @@ class RocketMQService:
                 ("UPDATE_CONSUMER_OFFSET", self._update_offset, False),
                 ("QUERY_CONSUMER_OFFSET", self._query_offset, False),
                 ("LOCK_BATCH_MQ", self._lock, False), ("UNLOCK_BATCH_MQ", self._unlock, False)):
-            server.add_api(name, (1,), _checked(name, handler), with_channel=with_channel)
+            server.add_api(name, (1,), fields_checked(name, handler, WHERE), with_channel=with_channel)
         server.on_channel_closed(self.consumers.do_channel_close_event)
         self._scanner = threading.Thread(target=self._scan, name="rocketmq-scan", daemon=True)
         self._scanner.start()
@@ -124,19 +125,6 @@ class RocketMQService:
         queues = [tuple(mq) for mq in request.get("mq_set", [])]
         self.locks.unlock_batch(str(request["consumer_group"]), queues, str(request["client_id"]))
         return self._answer("UNLOCK_BATCH_MQ", request)
-
-
-def _checked(api: str, handler):
-    """A request that lacks a field, or carries one of the wrong type, is INVALID_REQUEST naming the API (the
-    connection stays open), never an unknown server error."""
-    def handle(*args):
-        try:
-            return handler(*args)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise WireError(ErrorCode.INVALID_REQUEST,
-                            f"{api}: bad or missing field ({exc.__class__.__name__}: {exc}); "
-                            "see rocketmq_client/broker/service.py for each request's body") from None
-    return handle
 
 
 def install(broker) -> RocketMQService:

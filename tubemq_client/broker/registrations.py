@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 from lab_cluster.clock import monotonic_ms
 
-# TubeMQ's codes (`TErrCodeConstants`)
-SUCCESS, UNAUTHORIZED, PARTITION_OCCUPIED, HB_NO_NODE, DUPLICATE_PARTITION = 200, 401, 410, 411, 412
+from ..codes import DUPLICATE_PARTITION, HB_NO_NODE, PARTITION_OCCUPIED, SUCCESS, UNAUTHORIZED
+
 #: `BrokerConfig.consumerRegTimeoutMs`
 CONSUMER_REG_TIMEOUT_MS = 30_000
 

@@ -1,0 +1,134 @@
+"""TubeMQ client-balance nodes on real lab brokers with the TubeMQ plug-in: static shares, broker fencing.
+
+The brokers are real processes of the `cluster` fixture (three, topic `t` with
+PARTITIONS partitions spread over them); the nodes run in this process
+(`tubemq_client.consumer.BalancingNode`), each with its own trace.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, wait_for
+
+from lab_cluster.assignment.tubemq import node_of
+from lab_cluster.errors import LabError
+from lab_cluster.trace import TraceRecorder
+from tubemq_client import FAMILY
+from tubemq_client.codes import PARTITION_OCCUPIED, UNAUTHORIZED
+from tubemq_client.config import ConsumerConfig
+from tubemq_client.consumer import BalancingNode
+
+GROUP = "tg"
+#: balance every second rather than every 10 s, so a test that waits for a round is short
+FAST = {"partMetaInfoCheckPeriodMs": "1000"}
+
+
+class Nodes:
+    def __init__(self, cluster):
+        self.cluster, self.members, self.traces = cluster, {}, []
+
+    def add(self, name: str, source_count: int, **overrides) -> BalancingNode:
+        config = FAMILY.configure({"group.id": GROUP, "masterHostAndPort": self.cluster.bootstrap,
+                                   "sourceCount": str(source_count), **FAMILY.from_beginning, **FAST,
+                                   **overrides}, name)
+        trace = TraceRecorder(self.cluster.dir, trial="t", design="tubemq", actor=name)
+        self.traces.append(trace)
+        self.members[name] = BalancingNode(config, ["t"], trace, name=name).start()
+        return self.members[name]
+
+    def stop(self, name: str) -> None:
+        self.members.pop(name).stop()
+
+    def stop_all(self) -> None:
+        for name in list(self.members):
+            self.stop(name)
+        for trace in self.traces:
+            trace.close()
+
+
+@pytest.fixture
+def nodes(cluster):
+    n = Nodes(cluster)
+    yield n
+    n.stop_all()
+
+
+def events(cluster, actor, kind):
+    out = []
+    for line in (cluster.dir / "traces" / f"{actor}.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e["kind"] == kind:
+            e["f"] = json.loads(e.get("fields") or "{}")
+            out.append(e)
+    return out
+
+
+def share(cluster, source_count: int, node_id: int) -> list[int]:
+    """The partitions TubeMQ's example gives node `node_id`: keys `leader:t:p` hashed modulo `source_count`."""
+    from lab_cluster.broker.admin import leaders
+
+    return sorted(p for p, leader in leaders(cluster.zk, "t").items()
+                  if node_of(f"{leader}:t:{p}", source_count) == node_id)
+
+
+def test_two_nodes_take_their_hash_shares_and_process_every_message(cluster, nodes):
+    _start_producer(cluster, rate=40)
+    _wait_produced(cluster, 3)
+    c1, c2 = nodes.add("c1", 2), nodes.add("c2", 2)
+    wait_for(lambda: c1.partitions() == share(cluster, 2, 0) and c2.partitions() == share(cluster, 2, 1),
+             "each node to hold its hash share")
+    cluster.producer.stop()
+    cluster.producer = None
+    produced = {(p, o) for p, msgs in _produced(cluster.dir).items() for o, _ in msgs}
+    wait_for(lambda: produced <= {(e["partition"], e["offset"]) for n in ("c1", "c2")
+                                  for e in events(cluster, n, "processed")}, "every message to be processed")
+    assert all(e["f"]["outcome"] == "accepted" for n in ("c1", "c2") for e in events(cluster, n, "commit"))
+
+
+def test_a_node_that_leaves_leaves_its_share_to_nobody(cluster, nodes):
+    c1, c2 = nodes.add("c1", 2), nodes.add("c2", 2)
+    wait_for(lambda: c1.partitions() and c2.partitions(), "both nodes to hold their shares")
+    gone = c2.partitions()
+    nodes.stop("c2")
+    rounds = len(events(cluster, "c1", "rebalance_end"))
+    wait_for(lambda: len(events(cluster, "c1", "rebalance_end")) >= rounds + 3, "three more rounds of c1")
+    assert c1.partitions() == share(cluster, 2, 0) and not set(gone) & set(c1.partitions())
+
+
+def test_the_master_refuses_a_second_node_id_and_another_source_count(cluster, nodes):
+    nodes.add("c1", 2)
+    twin = nodes.add("c1b", 2, nodeId="0")  # the same node id, another consumer id
+    other = nodes.add("c2", 3)  # another sourceCount
+    assert twin.snapshot().gave_up and other.snapshot().gave_up
+    codes = [e["f"]["code"] for e in events(cluster, "c1b", "tubemq_master_register")]
+    assert codes == ["CLIENT_DUPLICATE_INDEXID"] * 5  # TubeMQ's 5 tries, then the start fails
+    assert events(cluster, "c2", "tubemq_master_register")[-1]["f"]["code"] == "CLIENT_INCONSISTENT_SOURCECOUNT"
+
+
+def test_the_broker_refuses_a_second_registration_and_a_non_owners_confirm(cluster, nodes):
+    c1 = nodes.add("c1", 1)
+    wait_for(lambda: c1.partitions() == list(range(PARTITIONS)), "c1 to hold every partition")
+    # a second SDK of the same group, with its own consumer id, asks for a partition c1 holds
+    from tubemq_client.consumer import ClientBalanceConsumer
+
+    intruder_config = ConsumerConfig.from_dict({"consumerGroup": GROUP, "masterHostAndPort": cluster.bootstrap,
+                                                "sourceCount": "2", "nodeId": "1"})
+    trace = TraceRecorder(cluster.dir, trial="t", design="tubemq", actor="intruder")
+    nodes.traces.append(trace)
+    intruder = ClientBalanceConsumer(intruder_config, trace, "intruder")
+    key = sorted(c1.sdk.registered)[0]
+    intruder.topics = ["t"]
+    intruder.get_partition_meta_info()
+    assert intruder.connect_to_partition(key, -1) == PARTITION_OCCUPIED
+    assert intruder.confirm_consume(key, consumed=True) == UNAUTHORIZED
+    intruder.shutdown()
+
+
+def test_a_bad_config_is_refused_before_anything_starts():
+    with pytest.raises(LabError, match="nodeId"):
+        ConsumerConfig.from_dict({"consumerGroup": "g", "masterHostAndPort": "127.0.0.1:1", "sourceCount": "2",
+                                  "nodeId": "2"})
+    with pytest.raises(LabError, match="sourceCount"):
+        ConsumerConfig.from_dict({"consumerGroup": "g", "masterHostAndPort": "127.0.0.1:1", "nodeId": "0"})

@@ -1,0 +1,16 @@
+"""TubeMQ's answer codes, the ones the lab's TubeMQ family gives or handles (`TErrCodeConstants`)."""
+
+SUCCESS = 200
+BAD_REQUEST = 400
+UNAUTHORIZED = 401
+NOT_FOUND = 404
+PARTITION_OCCUPIED = 410
+HB_NO_NODE = 411
+DUPLICATE_PARTITION = 412
+CLIENT_HIGH_FREQUENCY_REQUEST = 421
+PARTITION_UNSUBSCRIBABLE = 422
+CLIENT_INCONSISTENT_TOPICSET = 425
+CLIENT_INCONSISTENT_SOURCECOUNT = 429
+CLIENT_DUPLICATE_INDEXID = 430
+
+NAMES = {code: name for name, code in globals().items() if name.isupper() and isinstance(code, int)}
