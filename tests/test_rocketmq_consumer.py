@@ -124,3 +124,29 @@ def test_a_bad_config_is_refused_before_anything_starts():
         ClientConfig.from_dict({"consumerGroup": "g", "namesrvAddr": "nowhere"})
     with pytest.raises(LabError, match="Unknown consumer config"):
         ClientConfig.from_dict({"consumerGroup": "g", "namesrvAddr": "127.0.0.1:1", "session.timeout.ms": "1"})
+
+
+def test_orderly_consumers_hold_their_queues_locks_at_the_broker(cluster, group):
+    """`messageListener=orderly`: a queue is added only once its broker granted the lock, and the broker
+    refuses that lock to anyone else (60 s, renewed every 20 s), so two orderly consumers never consume one
+    queue at once, even with different views."""
+    from lab_cluster.wire import DuplexClient
+    from rocketmq_client.instance import broker_name
+
+    _start_producer(cluster, rate=40)
+    _wait_produced(cluster, 3)
+    c1, c2 = group.add("c1", messageListener="orderly"), group.add("c2", messageListener="orderly")
+    wait_for(lambda: group.settled(["c1", "c2"]), "c1 and c2 to split the queues")
+    for consumer in (c1, c2):
+        for mq in list(consumer.rebalance_impl.table):
+            broker_id = int(mq[1].split("-")[1])
+            assert mq[1] == broker_name(broker_id)
+            other = DuplexClient("127.0.0.1", cluster.brokers[broker_id].port, client_id="127.0.0.1@intruder")
+            try:
+                answer = other.call("LOCK_BATCH_MQ", consumer_group=GROUP, client_id="127.0.0.1@intruder",
+                                    mq_set=[list(mq)])
+            finally:
+                other.close()
+            assert answer["lock_ok_mq_set"] == [], (consumer.client_id, mq)
+    wait_for(lambda: {p for n in ("c1", "c2") for p in {e["partition"] for e in events(cluster, n, "processed")}}
+             == set(range(PARTITIONS)), "both to consume every queue they hold")

@@ -126,9 +126,20 @@ def test_the_broker_refuses_a_second_registration_and_a_non_owners_confirm(clust
     intruder.shutdown()
 
 
+def test_a_node_id_outside_the_source_count_is_refused_at_start_before_contacting_anyone(tmp_path):
+    config = FAMILY.configure({"group.id": "g", "masterHostAndPort": "127.0.0.1:1", "sourceCount": "2"}, "j1")
+    assert config.node_id == 2  # a newcomer takes the next id past the group's: out of range
+    with TraceRecorder(tmp_path, trial="t", design="tubemq", actor="j1") as trace:
+        node = BalancingNode(config, ["t"], trace, name="j1").start()
+    assert node.snapshot().state == "START_FAILED" and node.snapshot().gave_up
+    assert not list(tmp_path.glob("traces/*master*"))  # nothing was asked of a master at 127.0.0.1:1
+
+
 def test_a_bad_config_is_refused_before_anything_starts():
     with pytest.raises(LabError, match="nodeId"):
         ConsumerConfig.from_dict({"consumerGroup": "g", "masterHostAndPort": "127.0.0.1:1", "sourceCount": "2",
-                                  "nodeId": "2"})
+                                  "nodeId": "one"})
+    with pytest.raises(LabError, match="masterHostAndPort"):
+        ConsumerConfig.from_dict({"consumerGroup": "g", "masterHostAndPort": "nowhere", "sourceCount": "2"})
     with pytest.raises(LabError, match="sourceCount"):
         ConsumerConfig.from_dict({"consumerGroup": "g", "masterHostAndPort": "127.0.0.1:1", "nodeId": "0"})

@@ -30,14 +30,17 @@ from .consumer import BalancingNode
 
 
 def _configure(props: dict[str, str], actor: str) -> ConsumerConfig:
-    """The host gives every family `group.id` (TubeMQ's `consumerGroup`); a node's `nodeId` is its actor's
-    number less one (`c3` is node 2) unless set."""
+    """The host gives every family `group.id` (TubeMQ's `consumerGroup`). Unless `nodeId` is set, a node's id
+    comes from its actor's name: `c3` is node 2 (the group's own nodes, 0 to sourceCount - 1), and another
+    name (`j1`, a newcomer) takes the next id past them, sourceCount + 0, which TubeMQ's `start` refuses:
+    a client-balance group does not grow without every node restarting with a new sourceCount."""
     props = dict(props)
     if "group.id" in props:
         props.setdefault("consumerGroup", props.pop("group.id"))
     digits = "".join(ch for ch in actor if ch.isdigit())
     if digits and "nodeId" not in props:
-        props["nodeId"] = str(int(digits) - 1)
+        past = 0 if actor.startswith("c") else int(props.get("sourceCount", 0))
+        props["nodeId"] = str(past + int(digits) - 1)
     return ConsumerConfig.from_dict(props)
 
 

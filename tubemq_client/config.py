@@ -5,7 +5,7 @@
 | `consumerGroup` | (required) | the consumer group |
 | `masterHostAndPort` | (required) | `host:port,...` of masters; in the lab every broker hosts one |
 | `sourceCount` | (required) | how many nodes the group has (`start(topics, sourceCount, nodeId)`) |
-| `nodeId` | from the actor | this node's id, in `[0, sourceCount)`; lab: `c<k>` is k - 1 unless set |
+| `nodeId` | from the actor | this node's id; `start` refuses one outside `[0, sourceCount)`; lab: `c<k>` is k - 1 |
 | `consumePosition` | `CONSUMER_FROM_LATEST_OFFSET` | a first registration's start (or `..._FROM_FIRST_OFFSET`) |
 | `heartbeatPeriodMs` | 13000 | heartbeat the master, and every broker holding its partitions, this often |
 | `partMetaInfoCheckPeriodMs` | 10000 | ask the master for partition metadata at most this often (and balance) |
@@ -40,7 +40,7 @@ class ConsumerConfig:
     consumer_group: str
     master_host_and_port: str
     source_count: int
-    node_id: int
+    node_id: int = -2  # TubeMQ's META_VALUE_UNDEFINED: not set, which `start` refuses like any id out of range
     consume_position: str = "CONSUMER_FROM_LATEST_OFFSET"
     heartbeat_period_ms: int = 13000
     part_meta_info_check_period_ms: int = 10000
@@ -83,8 +83,6 @@ class ConsumerConfig:
             (valid_addresses(self.master_host_and_port),
              f"masterHostAndPort={self.master_host_and_port!r} must be host:port[,host:port...]"),
             (self.source_count > 0, "sourceCount must be > 0 (a client-balance group's node count)"),
-            # `SimpleClientBalanceConsumer.start` refuses it too (BAD_REQUEST) before contacting anyone
-            (0 <= self.node_id < self.source_count, f"nodeId must be in [0, sourceCount), not {self.node_id}"),
             (self.consume_position in CONSUME_POSITIONS,
              f"consumePosition must be one of {', '.join(CONSUME_POSITIONS)}"),
             (self.heartbeat_period_ms > 0, "heartbeatPeriodMs must be > 0"),

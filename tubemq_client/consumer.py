@@ -3,7 +3,8 @@
 Two pieces, as in TubeMQ:
 
 - `ClientBalanceConsumer`: the SDK (`SimpleClientBalanceConsumer`). `start`
-  registers with the master (up to 5 tries, 1 s apart; a refusal such as
+  refuses a `nodeId` outside ``[0, sourceCount)`` (BAD_REQUEST), registers
+  with the master (up to 5 tries, 1 s apart; a refusal such as
   CLIENT_DUPLICATE_INDEXID ends the start), then heartbeats the master and,
   on a thread of its own, every broker that holds one of its partitions,
   every `heartbeatPeriodMs` (13 s). It knows no other member. Its calls:
@@ -49,6 +50,7 @@ from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient, WireError
 
 from .codes import (
+    BAD_REQUEST,
     CLIENT_HIGH_FREQUENCY_REQUEST,
     DUPLICATE_PARTITION,
     HB_NO_NODE,
@@ -135,6 +137,8 @@ class ClientBalanceConsumer:
     def start(self, topics: list[str]) -> None:
         """`start(topics, sourceCount, nodeId)`: register with the master (5 tries), then the heartbeats."""
         self.topics = sorted(topics)
+        if not 0 <= self.config.node_id < self.config.source_count:  # checked before contacting anyone
+            raise StartRefused(BAD_REQUEST)
         code = None
         for attempt in range(1, MAX_REGISTER_RETRY_TIMES + 1):
             try:

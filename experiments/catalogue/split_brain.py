@@ -72,9 +72,10 @@ def per_delay(summary: pd.DataFrame, design: str, metric: str, how: str = "max")
     """`metric` per delay of what lags in this design (`LAG_PARAM`)."""
     rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.status == "ok")
                    & (summary.change == "churn")]
-    if LAG_PARAM[design] not in rows:  # a run from before that design's lag existed has no trial of it
+    lag = LAG_PARAM.get(design)
+    if lag is None or lag not in rows:  # a design this experiment does not run, or a run from before its lag
         return pd.Series(dtype=float)
-    return rows.groupby(LAG_PARAM[design])[metric].agg(how).sort_index()
+    return rows.groupby(lag)[metric].agg(how).sort_index()
 
 
 def findings(summary: pd.DataFrame) -> list[Finding]:

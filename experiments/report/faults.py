@@ -276,10 +276,14 @@ def _zombie_figure(ok: pd.DataFrame, path: Path) -> Path:
                ("offsets_moved_backwards", "offsets moved backwards"), ("commits_fenced", "commits fenced")]
     fig, axes = plt.subplots(1, len(metrics), figsize=(15, 3.2), constrained_layout=True)
     variants = list(zombie.VARIANTS)
+    designs = [d for d in STYLE if (trials.design == d).any()]  # the run's designs, side by side per variant
+    width = 0.8 / max(len(designs), 1)
     for ax, (metric, title) in zip(axes.flat, metrics, strict=True):
-        for k, (design, (color, label)) in enumerate(STYLE.items()):
+        for k, design in enumerate(designs):
+            color, label = STYLE[design]
             values = [trials[(trials.design == design) & (trials.variant == v)][metric].mean() for v in variants]
-            ax.bar([i + (k - 0.5) * 0.38 for i in range(len(variants))], values, 0.38, color=color, label=label)
+            ax.bar([i + (k - (len(designs) - 1) / 2) * width for i in range(len(variants))], values, width,
+                   color=color, label=label)
         ax.set_xticks(range(len(variants)), variants)
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
