@@ -4,6 +4,8 @@
     {'session.timeout.ms': '6000', 'enable.auto.commit': 'false'}
     >>> convert_property("enable.auto.commit", "false", bool)
     False
+    >>> camel_key("heartbeat_broker_interval")
+    'heartbeatBrokerInterval'
     >>> parse_addresses("127.0.0.1:9092, 127.0.0.1:9093")
     [('127.0.0.1', 9092), ('127.0.0.1', 9093)]
     >>> parse_routes("127.0.0.1:9092=127.0.0.1:40001")
@@ -110,3 +112,12 @@ def valid_routes(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def camel_key(field_name: str, exceptions: dict[str, str] | None = None) -> str:
+    """The camelCase config key of a snake_case field, as RocketMQ's and TubeMQ's configs name them, unless
+    `exceptions` names it otherwise (a system property, an acronym, a lab-only key)."""
+    if exceptions and field_name in exceptions:
+        return exceptions[field_name]
+    head, *rest = field_name.split("_")
+    return head + "".join(word.capitalize() for word in rest)

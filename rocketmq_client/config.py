@@ -45,7 +45,15 @@ import time
 from dataclasses import asdict, dataclass
 
 from lab_cluster.assignment.rocketmq import averagely, averagely_by_circle
-from lab_cluster.properties import check_all, field_values, parse_addresses, parse_routes, valid_addresses, valid_routes
+from lab_cluster.properties import (
+    camel_key,
+    check_all,
+    field_values,
+    parse_addresses,
+    parse_routes,
+    valid_addresses,
+    valid_routes,
+)
 
 from .rebalance import CONSUME_FROM_FIRST_OFFSET, CONSUME_FROM_LAST_OFFSET
 
@@ -77,10 +85,7 @@ class ClientConfig:
     @staticmethod
     def key_of(field_name: str) -> str:
         """RocketMQ's camelCase name of a field (`heartbeat_broker_interval` -> `heartbeatBrokerInterval`)."""
-        if field_name in _KEYS:
-            return _KEYS[field_name]
-        head, *rest = field_name.split("_")
-        return head + "".join(word.capitalize() for word in rest)
+        return camel_key(field_name, _KEYS)
 
     @classmethod
     def from_dict(cls, props: dict) -> ClientConfig:

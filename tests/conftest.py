@@ -146,6 +146,16 @@ def run_experiment(spark, run_dir, specs):
     return run_dir, specs, analyse(spark, str(run_dir), specs, results, timelines_for=KEEP_TIMELINES)
 
 
+def trace_events(trial_dir, actor: str, kind: str) -> list[dict]:
+    """The events of one kind in an actor's trace, each with its `fields` parsed as `f`."""
+    out = []
+    for line in (Path(trial_dir) / "traces" / f"{actor}.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == kind:
+            out.append({**event, "f": json.loads(event.get("fields") or "{}")})
+    return out
+
+
 def wait_for(predicate, what, timeout_s=60, every_s=0.05):
     """Poll `predicate` until it is true; an AssertionError naming `what` if it never is within `timeout_s`."""
     deadline = time.monotonic() + timeout_s

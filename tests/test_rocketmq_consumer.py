@@ -7,10 +7,8 @@ PARTITIONS partitions spread over them); the consumers run in this process
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, wait_for
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, trace_events, wait_for
 
 from lab_cluster.errors import LabError
 from lab_cluster.trace import TraceRecorder
@@ -59,14 +57,7 @@ def group(cluster):
 
 
 def events(cluster, actor, kind):
-    path = cluster.dir / "traces" / f"{actor}.jsonl"
-    out = []
-    for line in path.read_text().splitlines():
-        e = json.loads(line)
-        if e["kind"] == kind:
-            e["f"] = json.loads(e.get("fields") or "{}")
-            out.append(e)
-    return out
+    return trace_events(cluster.dir, actor, kind)
 
 
 def test_every_message_is_processed_once_by_a_group_that_changes_gracefully(cluster, group):
@@ -84,9 +75,13 @@ def test_every_message_is_processed_once_by_a_group_that_changes_gracefully(clus
     produced = {(p, o) for p, msgs in _produced(cluster.dir).items() for o, _ in msgs}
     wait_for(lambda: produced <= {(e["partition"], e["offset"]) for n in ("c1", "c2", "c3")
                                   for e in events(cluster, n, "processed")}, "every message to be processed")
-    # each member's view is the sorted id list it allocated from, and its client id is clientIP@instanceName
-    views = {e["f"]["view"] for e in events(cluster, "c1", "assigned")}
-    assert "127.0.0.1@c1,127.0.0.1@c2,127.0.0.1@c3" in views and "127.0.0.1@c1,127.0.0.1@c3" in views
+    # each member's view is the sorted id list it allocated from, and its client id is clientIP@instanceName.
+    # c1 may have settled from a broker that had not yet processed c2's unregister (its share of three can
+    # still fit beside c3's): the list without c2 comes at its next rebalance, on a push or its 2 s timer
+    def views():
+        return {e["f"]["view"] for e in events(cluster, "c1", "assigned")}
+    assert "127.0.0.1@c1,127.0.0.1@c2,127.0.0.1@c3" in views()
+    wait_for(lambda: "127.0.0.1@c1,127.0.0.1@c3" in views(), "c1 to allocate from the list without c2")
     # the others learnt of c3 and of c2's leaving from the brokers' pushes, not from their 2 s timer alone
     assert events(cluster, "c1", "notified")
 

@@ -7,10 +7,8 @@ PARTITIONS partitions spread over them); the nodes run in this process
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, wait_for
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, trace_events, wait_for
 
 from lab_cluster.assignment.tubemq import node_of
 from lab_cluster.errors import LabError
@@ -56,13 +54,7 @@ def nodes(cluster):
 
 
 def events(cluster, actor, kind):
-    out = []
-    for line in (cluster.dir / "traces" / f"{actor}.jsonl").read_text().splitlines():
-        e = json.loads(line)
-        if e["kind"] == kind:
-            e["f"] = json.loads(e.get("fields") or "{}")
-            out.append(e)
-    return out
+    return trace_events(cluster.dir, actor, kind)
 
 
 def share(cluster, source_count: int, node_id: int) -> list[int]:

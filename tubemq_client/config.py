@@ -27,7 +27,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from lab_cluster.properties import check_all, field_values, parse_addresses, parse_routes, valid_addresses, valid_routes
+from lab_cluster.properties import (
+    camel_key,
+    check_all,
+    field_values,
+    parse_addresses,
+    parse_routes,
+    valid_addresses,
+    valid_routes,
+)
 
 from .broker.offsets import READ_FROM_MAX, READ_NORMAL
 
@@ -50,10 +58,7 @@ class ConsumerConfig:
 
     @staticmethod
     def key_of(field_name: str) -> str:
-        if field_name in _KEYS:
-            return _KEYS[field_name]
-        head, *rest = field_name.split("_")
-        return head + "".join(word.capitalize() for word in rest)
+        return camel_key(field_name, _KEYS)
 
     @classmethod
     def from_dict(cls, props: dict) -> ConsumerConfig:
