@@ -187,3 +187,35 @@ def test_a_trial_whose_server_fails_to_start_keeps_the_servers_log(monkeypatch, 
     assert result.status == "failed" and "exited during start-up" in result.reason
     assert "failure.log" in result.reason
     assert "heap" in (tmp_path / "t" / "failure.log").read_text().lower()
+
+
+def test_a_trial_that_meets_an_unexpected_error_fails_alone_with_its_traceback(monkeypatch, tmp_path):
+    """A bug in one trial fails that trial (the run's others go on); it must not crash the Spark job."""
+    from experiments.engine import trial
+
+    def provision(servers, backend):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(trial, "provision", provision)
+    result = trial.run_trial(trial.TrialSpec("herd", "legacy", consumers=1, partitions=2), tmp_path / "t")
+    assert result.status == "failed" and result.reason.startswith("unexpected KeyError")
+    assert "KeyError: 'a bug'" in (tmp_path / "t" / "failure.log").read_text()
+
+
+def test_creating_a_topic_again_with_its_assignment_is_allowed_and_with_another_refused(zk):
+    """Idempotent, so a retry after a ConnectionLoss that hid whether the write landed succeeds."""
+    import uuid
+
+    from lab_cluster.broker.admin import create_topic
+    from lab_cluster.errors import LabError
+
+    client = kazoo(zk.connect)
+    try:
+        topic = f"t{uuid.uuid4().hex[:8]}"
+        first = create_topic(client, topic, 4, [1, 2, 3])
+        assert create_topic(client, topic, 4, [1, 2, 3]) == first
+        with pytest.raises(LabError, match="another assignment"):
+            create_topic(client, topic, 5, [1, 2, 3])
+    finally:
+        client.stop()
+        client.close()

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
@@ -222,6 +223,9 @@ def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | Non
         if exc.details:  # e.g. the log tail of a ZooKeeper server that exited at start-up: kept with the trial
             (trial_dir / "failure.log").write_text(exc.details + "\n")
             reason += " (its details: failure.log in the trial's directory)"
+    except Exception as exc:  # a bug or an unforeseen error: this trial fails, the run's other trials go on
+        status, reason = "failed", f"unexpected {type(exc).__name__}: {exc} (traceback: failure.log)"
+        (trial_dir / "failure.log").write_text(traceback.format_exc())
     return TrialResult(spec.trial_id, status, reason, str(trial_dir), round(time.monotonic() - started, 2),
                        environment)
 
@@ -251,13 +255,15 @@ class _Scenario:
         self.zk = zk = provision(servers=spec.zk_servers, backend=self.zk_backend)
         self.stack.callback(zk.close)
         self.environment.update(zk.describe())
-        admin = KazooClient(hosts=zk.connect, timeout=10)
+        # retried as Kafka's ZkClient retries (retryUntilConnected): a loaded machine can make a server drop
+        # its clients for a moment (e.g. a follower that fell behind syncLimit), which is not the trial's fault
+        admin = KazooClient(hosts=zk.connect, timeout=10, command_retry={"max_tries": -1, "deadline": 60})
         admin.start(timeout=30)
         self.stack.callback(lambda: (admin.stop(), admin.close()))
         self.progress("starting brokers", 1)
         brokers = [self._broker(i) for i in range(1, spec.brokers + 1)]
-        create_topic(admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
-        wait_for_metadata(admin, TOPIC, spec.partitions)
+        admin.retry(create_topic, admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
+        admin.retry(wait_for_metadata, admin, TOPIC, spec.partitions)
         self.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
         self.trace.record("setup", topic=TOPIC, partitions=spec.partitions, consumers=spec.consumers,
                           group=GROUP, spec=spec.as_row(), **self.environment)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ..errors import LabError
 from ..processes import LabProcess
@@ -43,13 +43,21 @@ def start_broker(broker_id: int, zk_connect: str, trial_dir: str | Path, **kwarg
 
 def create_topic(zk: KazooClient, topic: str, partitions: int, brokers: list[int],
                  replication_factor: int = 3) -> dict[int, list[int]]:
-    """Write the topic's replica assignment; the controller then elects its leaders."""
+    """Write the topic's replica assignment; the controller then elects its leaders.
+
+    Idempotent for the same assignment, so a caller may retry it after a
+    ConnectionLoss that hid whether the first write landed (`KazooClient.retry`)."""
     if partitions < 1:
         raise LabError(f"Topic {topic} needs at least one partition, not {partitions}.", "Use topic:N with N >= 1.")
     if not brokers:
         raise LabError(f"Topic {topic} cannot be created: no broker is registered.", "Start brokers first.")
     replicas = L.assign_replicas(partitions, brokers, replication_factor)
-    zk.create(L.topic_path(topic), L.topic_assignment(replicas), makepath=True)
+    try:
+        zk.create(L.topic_path(topic), L.topic_assignment(replicas), makepath=True)
+    except NodeExistsError:
+        if zk.get(L.topic_path(topic))[0] != L.topic_assignment(replicas):
+            raise LabError(f"Topic {topic} exists already with another assignment.",
+                           "Use a new topic name, or a fresh ZooKeeper.") from None
     return replicas
 
 
