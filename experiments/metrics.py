@@ -19,8 +19,10 @@ window runs from its `change` event to the next change (or `end`). Within it:
   that rebalances reads every member's registration;
 - `broker_requests_per_change`: the group requests brokers served from the
   change until convergence: a coordinator's `coordinator_request` (every group
-  API a consumer called) and RocketMQ's `rocketmq_request` (heartbeats, id
-  lists, offsets and locks);
+  API a consumer called), RocketMQ's `rocketmq_request` (heartbeats, id
+  lists, offsets and locks) and TubeMQ's `tubemq_request` (registrations,
+  heartbeats and partition metadata, at the master and the brokers; not its
+  data path, a fetch and its confirm per batch: `TUBEMQ_DATA_PATH`);
 - `control_messages_per_change`: the sum of the three;
 - `rebalance_attempts` / `rebalance_failures`: consumers' `rebalance_begin` /
   (`rebalance_failed` or `consumer_failed`) in the window;
@@ -28,7 +30,8 @@ window runs from its `change` event to the next change (or `end`). Within it:
 - `convergence_ms`: from the change to the last `assigned` in the window, if
   at the window's end every partition has exactly one owner among the change's
   live `members` (else null and `converged` false: the change did not converge,
-  and the trial fails unless not converging is what it measures);
+  and the trial fails unless not converging is what it measures); 0 if the
+  group was complete and nobody's assignment moved (a TubeMQ newcomer refused);
 - `unowned_partition_s` / `double_owned_partition_s`: partition-seconds in
   the window with 0 / 2+ owners;
 - `double_processed_partition_s`: partition-seconds in which two or more
@@ -39,8 +42,14 @@ window runs from its `change` event to the next change (or `end`). Within it:
   says how in each era), and `stale_views`: ZooKeeper-era views older than one
   another consumer had already read (`stale_views`);
 - `zombie_commits_accepted`: accepted `commit`s for a partition the committer
-  had lost (another consumer's ownership of it began later, or the committer
-  owned it no more);
+  had lost: another consumer's ownership of it began after the committer's
+  own and before the commit (whether or not it still lasts: a zombie's stale
+  offset that lands a moment after the new owner let go is still a zombie's),
+  or the committer owned it no more;
+- `unowned_at_end`: partitions with no owner among the change's members at
+  the window's end (a TubeMQ node's share after it departs: nobody takes it);
+- `member_partitions`: for a change about one member (a leave, a depart, a
+  pause), how many partitions it owned when the change began;
 - `first_message_ms`: for a `join`, the joiner's time from its start
   (`consumer_start`) to its first processed record (`first_messages`).
 
@@ -85,6 +94,8 @@ CONSUMER_START = "consumer_start"  # the first event of every family's consumer 
 WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                           "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
 KEYS = ["trial", "change_index"]
+#: TubeMQ's per-batch requests: a fetch and the confirm that commits it (the data path, not group control)
+TUBEMQ_DATA_PATH = ("getMessagesC2B", "consumerCommitC2B")
 NS_PER_S = 1_000_000_000
 #: processed events of one consumer and partition closer than this belong to one stretch of processing
 PROCESSING_GAP_S = 1.0
@@ -204,10 +215,16 @@ def _partitions(events: DataFrame) -> DataFrame:
 
 
 def owner_steps(events: DataFrame, intervals: DataFrame) -> DataFrame:
-    """trial, topic, partition, ts_ns, delta: the net change of a partition's owner count at each instant."""
+    """trial, topic, partition, ts_ns, delta: the net change of a partition's owner count at each instant.
+
+    Every partition also gets a step of 0 at the trial's setup and at its `end`, so that its first and last
+    segments are measured too (a share nobody takes after its owner departed is unowned until the end)."""
     ups = intervals.select("trial", "topic", "partition", F.col("start_ns").alias("ts_ns"), F.lit(1).alias("d"))
     downs = intervals.select("trial", "topic", "partition", F.col("stop_ns").alias("ts_ns"), F.lit(-1).alias("d"))
-    zero = _partitions(events).withColumn("d", F.lit(0))
+    every = _partitions(events)
+    ends = (events.where((F.col("actor") == "scenario") & (F.col("kind") == "end")).groupBy("trial")
+            .agg(F.min("ts_ns").alias("ts_ns")))
+    zero = every.unionByName(every.drop("ts_ns").join(ends, "trial")).withColumn("d", F.lit(0))
     return (ups.unionByName(downs).unionByName(zero.select("trial", "topic", "partition", "ts_ns", "d"))
             .groupBy("trial", "topic", "partition", "ts_ns").agg(F.sum("d").alias("delta")))
 
@@ -245,7 +262,22 @@ def _complete_at_end(events: DataFrame, intervals: DataFrame, windows: DataFrame
             .groupBy(*KEYS, "topic", "partition").agg(F.count(F.lit(1)).alias("owners")))
     every = _partitions(events).select("trial", "topic", "partition").join(w.select(*KEYS), "trial")
     return (every.join(live, [*KEYS, "topic", "partition"], "left").fillna(0, subset=["owners"])
-            .groupBy(*KEYS).agg(((F.min("owners") == 1) & (F.max("owners") == 1)).alias("complete_at_end")))
+            .groupBy(*KEYS).agg(((F.min("owners") == 1) & (F.max("owners") == 1)).alias("complete_at_end"),
+                                F.count(F.when(F.col("owners") == 0, 1)).alias("unowned_at_end")))
+
+
+def _member_partitions(intervals: DataFrame, windows: DataFrame) -> DataFrame:
+    """KEYS, member_partitions: how many partitions the change's `about` member owned when the change began."""
+    w = windows.select(*KEYS, F.col("about").alias("actor"), F.col("start_ns").alias("change_ns"))
+    return (intervals.join(w, ["trial", "actor"])
+            .where((F.col("change_ns") >= F.col("start_ns")) & (F.col("change_ns") < F.col("stop_ns")))
+            .groupBy(*KEYS).agg(F.count(F.lit(1)).alias("member_partitions")))
+
+
+def group_requests(events: DataFrame) -> DataFrame:
+    """The group requests brokers served (`broker_requests_per_change`), TubeMQ's data path left out."""
+    data_path = (F.col("kind") == "tubemq_request") & field("api").isin(*TUBEMQ_DATA_PATH)
+    return events.where(F.col("kind").isin("coordinator_request", "rocketmq_request", "tubemq_request") & ~data_path)
 
 
 def processing_intervals(ce: DataFrame, gap_s: float = PROCESSING_GAP_S) -> DataFrame:
@@ -349,8 +381,8 @@ def _zombie_commits(ce: DataFrame, intervals: DataFrame) -> DataFrame:
     h = held.alias("h")
     newer = h.join(theirs, (F.col("h.trial") == F.col("o.trial")) & (F.col("h.actor") != F.col("o.actor"))
                    & (F.col("h.topic") == F.col("o.topic")) & (F.col("h.partition") == F.col("o.partition"))
-                   & (F.col("h.ts_ns") >= F.col("o.start_ns")) & (F.col("h.ts_ns") < F.col("o.stop_ns"))
-                   & (F.col("o.start_ns") > F.col("h.mine_since")), "left_semi")
+                   & (F.col("o.start_ns") > F.col("h.mine_since")) & (F.col("o.start_ns") <= F.col("h.ts_ns")),
+                   "left_semi")
     unowned = held.where(F.col("mine_since").isNull())
     return newer.select("trial", "ts_ns").unionByName(unowned.select("trial", "ts_ns"))
 
@@ -361,8 +393,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
     windows = change_windows(events)
     last_assigned = (_in_window(ce.where(F.col("kind") == "assigned"), windows)
                      .groupBy(*KEYS).agg(F.max("ts_ns").alias("converged_ns")))
-    windows = windows.join(last_assigned, KEYS, "left").withColumn(
-        "converged_ns", F.coalesce("converged_ns", "stop_ns"))
+    windows = (windows.join(last_assigned, KEYS, "left").withColumn("assigned_ns", F.col("converged_ns"))
+               .withColumn("converged_ns", F.coalesce("converged_ns", "stop_ns")))
     intervals = ownership_intervals(ce)
     steps = owner_steps(events, intervals)
     parts = [
@@ -375,7 +407,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
                 "owner_conflicts": ("owner_conflict",)},
                until_converged=("zk_requests_per_change", "membership_reads_per_change")),
         # the coordinators' side: every group request a consumer sent, until convergence
-        _tally(events, windows, {"broker_requests_per_change": ("coordinator_request", "rocketmq_request")},
+        _tally(group_requests(events), windows,
+               {"broker_requests_per_change": ("coordinator_request", "rocketmq_request", "tubemq_request")},
                until_converged=("broker_requests_per_change",)),
         _in_window(_zombie_commits(ce, intervals), windows).groupBy(*KEYS).agg(
             F.count(F.lit(1)).alias("zombie_commits_accepted")),
@@ -383,6 +416,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
         _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(ce))), windows,
                             ("_unprocessed_s", "double_processed_partition_s")).drop("_unprocessed_s"),
         _complete_at_end(events, intervals, windows),
+        _member_partitions(intervals, windows),
         _view_divergence(events, ce, windows),
         first_messages(ce, windows),
     ]
@@ -392,13 +426,16 @@ def change_metrics(events: DataFrame) -> DataFrame:
     counts = ["notifications_per_change", "zk_requests_per_change", "membership_reads_per_change",
               "broker_requests_per_change",
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
-              "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views"]
+              "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views",
+              "unowned_at_end", "member_partitions"]
     return (out.drop("members", "about").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
             .withColumnRenamed("complete_at_end", "converged")
             .withColumn("control_messages_per_change", F.col("notifications_per_change")
                         + F.col("zk_requests_per_change") + F.col("broker_requests_per_change"))
             .withColumn("convergence_ms",
-                        F.when(F.col("converged"), (F.col("converged_ns") - F.col("start_ns")) / 1e6)))
+                        F.when(F.col("converged"), F.coalesce((F.col("assigned_ns") - F.col("start_ns")) / 1e6,
+                                                              F.lit(0.0))))
+            .drop("assigned_ns"))
 
 
 def trial_metrics(events: DataFrame) -> DataFrame:

@@ -55,6 +55,9 @@ class Family:
     #: the config key that routes the victim through its link when that is not its address: "coordinator" takes
     #: the proxy's `host:port`; "brokers" takes `broker host:port=proxy host:port,...` (`Link.routes`)
     via_config: str | None = None
+    #: the config key a consumer is told the group's size in, where every member must know it and nothing else
+    #: of the others (TubeMQ's `sourceCount`): the runner gives it the trial's N, newcomers included
+    group_size_config: str | None = None
 
     def __post_init__(self):
         if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator", "brokers") \

@@ -5,7 +5,9 @@ each) and asserts the finding (DESIGN §5): ZooKeeper-era notifications per chan
 reach every consumer, and every consumer that rebalances reads every member's
 registration (at least N² reads per change);
 coordinator-era consumers get no notification and their control messages grow
-at most linearly; RocketMQ's consumers are told of a change by every broker.
+at most linearly; RocketMQ's consumers are told of a change by every broker;
+TubeMQ's nodes are told nothing, its newcomer is refused and a departed node's
+share stays unowned.
 Then: `report RUN_DIR` renders the same REPORT.md twice from the same stored
 results; a trial whose consumers never converge, and one whose
 traces were cut, are reported as failed with the reason.
@@ -42,7 +44,8 @@ def test_every_trial_ran_converged_and_passed_the_cross_check(herd_run):
     _, specs, summary = herd_run
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
-    assert len(summary) == 2 * len(specs)  # a join and a leave per trial
+    assert summary[summary.change != "depart"].converged.all()
+    assert len(summary) == sum(len(s.steps) for s in specs)  # a join and a leave (TubeMQ: and a depart) per trial
     assert set(summary.design) == set(herd.DESIGNS)
     # every watcher the server triggered was heard, except the leaver's own watch on the ids node its close deletes,
     # which it says it will not hear (one per ZooKeeper-era leave; none in the coordinator era, which holds none)
@@ -102,6 +105,27 @@ def test_rocketmq_consumers_are_told_by_every_broker_and_never_touch_zookeeper(h
     for change in ("join", "leave"):
         finding = checked[f"rocketmq-{change}-told-by-every-broker"]
         assert finding.holds, finding
+
+
+def test_tubemq_tells_nobody_refuses_the_newcomer_and_leaves_a_departed_share_unowned(herd_run):
+    summary = herd_run[2]
+    tube = summary[summary.design == "tubemq"]
+    assert list(tube.change.unique()) == list(herd.TUBEMQ_STEPS) and len(tube) == 3 * len(NS)
+    assert (tube.notifications_per_change == 0).all() and (tube.zk_requests_per_change == 0).all()
+    join, leave, depart = (tube[tube.change == change] for change in herd.TUBEMQ_STEPS)
+    assert (join.rebalance_failures == 1).all()  # the newcomer's start, refused (its nodeId is past sourceCount)
+    # the group is as it was, its shares complete, after the refused join and after the refused newcomer's leave
+    for change in (join, leave):
+        assert change.converged.all() and (change.unowned_at_end == 0).all(), change
+        assert (change.double_owned_partition_s == 0).all() and (change.unowned_partition_s == 0).all(), change
+    assert not depart.converged.any()  # nobody takes the departed node's share: that is the finding
+    # node 0's partitions, whatever their number at each N, are all still unowned at the window's end
+    assert (depart.unowned_at_end == depart.member_partitions).all(), depart[["consumers", "member_partitions"]]
+    assert (depart.member_partitions > 0).any()
+    assert (depart[depart.member_partitions > 0].unowned_partition_s > 0).all()
+    checked = by_id(herd.findings(summary))
+    for fid in ("tubemq-join-refused", "tubemq-departed-share-unowned"):
+        assert checked[fid].holds, checked[fid]
 
 
 def test_report_renders_the_same_from_the_same_stored_results(herd_run, tmp_path, spark):

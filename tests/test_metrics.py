@@ -133,6 +133,46 @@ def traces(tmp_path_factory):
            design="cluster")
     _write(r, "rocket", "producer", [(0.7 + i, "produced", {"topic": "t", "partition": 1, "offset": i})
                                      for i in range(2)], design="cluster")
+    # -- trial "tube": TubeMQ's node 0 (c1) departs at 5 s and nobody takes its partition ----------
+    tm = root / "tube"
+    _write(tm, "tube", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 2}),
+        (5.0, "change", {"index": 1, "change": "depart", "member": "c1", "members_before": 2, "members_after": 1,
+                         "members": ["c2"]}),
+        (30.0, "end", {})], design="tubemq")
+    _write(tm, "tube", "c1", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 0]], "view": "sourceCount=2"}),
+        (5.1, "revoked", {"partitions": [["t", 0]]})], design="tubemq")
+    _write(tm, "tube", "c2", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 1]], "view": "sourceCount=2"}),
+        (15.0, "rebalance_begin", {}),  # its metadata check: nothing new of its own
+        (29.0, "processed", {"topic": "t", "partition": 1, "offset": 0})], design="tubemq")
+    _write(tm, "tube", "broker-1", [
+        (5.1, "tubemq_request", {"api": "consumerRegisterC2B", "code": "SUCCESS"}),  # c1's unregister
+        (6.0, "tubemq_request", {"api": "getMessagesC2B", "code": "SUCCESS"}),  # the data path: not counted
+        (6.1, "tubemq_request", {"api": "consumerCommitC2B", "code": "SUCCESS"}),  # nor its confirm
+        (14.0, "tubemq_request", {"api": "consumerHeartbeatC2B", "code": "SUCCESS"}),
+        (15.0, "tubemq_request", {"api": "consumerGetPartMetaInfoC2M", "code": "SUCCESS"})], design="cluster")
+    _write(tm, "tube", "producer", [(0.7, "produced", {"topic": "t", "partition": 1, "offset": 0})],
+           design="cluster")
+    # -- trial "handback": c2 held c1's partition 3-5 s and let go; c1, which never let go, commits at 5.5 s --
+    hb = root / "handback"
+    _write(hb, "handback", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 1}),
+        (2.0, "change", {"index": 1, "change": "resume", "member": "c1", "members_before": 1, "members_after": 2}),
+        (9.0, "end", {})], design="rocketmq")
+    _write(hb, "handback", "c1", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 0]]}),
+        (5.5, "commit", {"topic": "t", "partition": 0, "offset": 3, "outcome": "accepted"}),  # stale: a zombie's
+        (5.6, "revoked", {"partitions": [["t", 0]]})], design="rocketmq")
+    _write(hb, "handback", "c2", [
+        (0.6, "consumer_start", {"config": {}}),
+        (3.0, "assigned", {"partitions": [["t", 0]]}),
+        (4.0, "commit", {"topic": "t", "partition": 0, "offset": 9, "outcome": "accepted"}),  # the owner's: not
+        (5.0, "revoked", {"partitions": [["t", 0]]})], design="rocketmq")
     # -- trial "cut": a trace that was never closed, and a message nobody produced -----------------
     c = root / "cut"
     _write(c, "cut", "c1", [(1.0, "consumer_start", {}),
@@ -174,6 +214,16 @@ def test_rocketmq_pushes_are_notifications_its_requests_are_group_requests_and_a
     assert changes["join"]["first_message_ms"] is None  # the joiner there named no member in its change
 
 
+def test_a_departed_share_nobody_takes_is_unowned_at_the_end_and_tubemqs_data_path_is_not_control(changes):
+    tube = changes["tube"]
+    assert tube["member_partitions"] == 1 and tube["unowned_at_end"] == 1  # what c1 held, still nobody's at 30 s
+    assert tube["unowned_partition_s"] == pytest.approx(24.9)  # partition 0 from 5.1 s to the window's end
+    assert tube["converged"] is False and tube["convergence_ms"] is None
+    assert tube["broker_requests_per_change"] == 3  # unregister, heartbeat, metadata; not the fetch or its confirm
+    assert tube["notifications_per_change"] == 0
+    assert changes["join"]["unowned_at_end"] == 0 and changes["zombie"]["member_partitions"] == 0
+
+
 def test_convergence_and_unowned_time(changes):
     join = changes["join"]
     assert join["converged"] is True
@@ -198,6 +248,8 @@ def test_double_ownership_and_zombie_commits(changes):
     assert zombie["zombie_commits_accepted"] == 2
     assert zombie["double_processed_partition_s"] == pytest.approx(0.2)  # both processed partition 0, 7.1-7.3 s
     assert zombie["converged"] is False and zombie["convergence_ms"] is None
+    # a zombie's commit counts though the consumer that took its partition has let go again before it lands
+    assert changes["handback"]["zombie_commits_accepted"] == 1
 
 
 def test_duplicates_and_gaps(events):

@@ -6,7 +6,8 @@ profile's largest delay, and asserts the finding (DESIGN §5): the ZooKeeper-era
 group computes from more than one view in at least one round, and owner
 conflicts or failed attempts follow; the coordinator-era group computes from
 exactly one view per generation; RocketMQ's consumers allocate from more than
-one id list in a round.
+one id list in a round; TubeMQ's master refuses a newcomer with a taken
+`nodeId` or another `sourceCount`, so no partition gets two owners.
 """
 
 from __future__ import annotations
@@ -33,11 +34,15 @@ def test_every_trial_ran_and_the_membership_changes_passed_the_cross_check(split
     _, specs, summary = split_run
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
-    assert len(summary) == len(specs) and set(summary.change) == {"churn"}
+    assert len(summary) == len(specs)
     # the churn's leaver does not hear its own watch, which its close triggers; it says so
     assert (summary.client_notifications + summary.client_unheard == summary.server_notifications).all()
-    lag = summary.design.map(split_brain.LAG_PARAM)
-    assert all(row[lag[i]] == LARGE for i, row in summary.iterrows())
+    lagging = summary[summary.design.isin(list(split_brain.LAG_PARAM))]
+    assert set(lagging.change) == {"churn"} and set(lagging.design) == set(split_brain.LAG_PARAM)
+    lag = lagging.design.map(split_brain.LAG_PARAM)
+    assert all(row[lag[i]] == LARGE for i, row in lagging.iterrows())
+    misconfigured = summary[~summary.design.isin(list(split_brain.LAG_PARAM))]
+    assert set(misconfigured.variant) == set(split_brain.MISCONFIGURED) and set(misconfigured.change) == {"join"}
 
 
 def test_with_a_lagging_follower_zookeeper_era_consumers_compute_from_different_views(split_run):
@@ -74,6 +79,23 @@ def test_with_a_lagging_broker_rocketmq_consumers_allocate_from_different_id_lis
     assert rocket.view_divergence > 1, rocket.to_dict()
     assert by_id(split_brain.findings(summary))["rocketmq-lagging-broker-views-diverge"].holds
     assert rocket.double_owned_partition_s + rocket.unowned_partition_s > 0, rocket.to_dict()
+
+
+def test_tubemq_refuses_a_misconfigured_node_so_no_partition_has_two_owners(split_run):
+    from conftest import trace_events
+
+    run_dir, _, summary = split_run
+    tube = summary[summary.design == "tubemq"].set_index("variant")
+    # nobody computed a new share in the window (no view at all), and the newcomer's start failed
+    assert (tube.rebalance_failures == 1).all() and (tube.view_divergence.fillna(0) <= 1).all(), tube.to_dict("index")
+    assert (tube.double_owned_partition_s == 0).all() and (tube.unowned_at_end == 0).all()
+    # the master's refusal, in the newcomer's own trace: the code names the misconfiguration
+    expected = {"same-node-id": "CLIENT_DUPLICATE_INDEXID", "other-source-count": "CLIENT_INCONSISTENT_SOURCECOUNT"}
+    for variant, code in expected.items():
+        trial_dir = run_dir / "trials" / tube.loc[variant, "trial"]
+        answers = {e["f"]["code"] for e in trace_events(trial_dir, "j1", "tubemq_master_register")}
+        assert answers == {code}, (variant, answers)
+    assert by_id(split_brain.findings(summary))["tubemq-misconfigured-node-refused"].holds
 
 
 def test_every_event_the_trials_wrote_is_in_the_vocabulary_with_its_fields(split_run):

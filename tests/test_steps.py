@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.engine.steps import FAULT_STEPS, MEMBERSHIP_CHANGES, STEPS, VICTIM, StepImpossible
+from experiments.engine.steps import FAULT_STEPS, MEMBERSHIP_CHANGES, STEPS, VICTIM, VICTIM_STEPS, StepImpossible
 from experiments.engine.trial import TrialSpec
 from lab_cluster.errors import LabError
 
@@ -26,6 +26,9 @@ class Stage:
     def leave(self, name: str) -> None:
         self.joined.remove(name)
         self.done.append(f"leave {name}")
+
+    def depart(self, name: str) -> None:
+        self.done.append(f"depart {name}")
 
     def churn(self) -> None:
         first = self.join()
@@ -68,6 +71,14 @@ def test_the_victim_leaves_the_membership_while_paused_or_cut_and_comes_back():
     assert {s for s in STEPS if STEPS[s].holds} == {"pause", "cut"}  # the victim stays away hold_s more
 
 
+def test_the_victim_departs_for_good_and_a_replacement_may_join():
+    stage = Stage()
+    assert run(stage, ["depart", "join"], ["c1", "c2"]) == [(["c2"], "c1"), (["c2", "j1"], "j1")]
+    assert stage.done == ["depart c1", "join j1"]
+    with pytest.raises(StepImpossible, match="depart needs the victim c1"):
+        STEPS["depart"].plan(Stage(victim=False), ["c1"])
+
+
 def test_a_step_that_cannot_be_taken_says_why():
     with pytest.raises(StepImpossible, match="leave has no joined consumer"):
         STEPS["leave"].plan(Stage(), ["c1"])
@@ -76,12 +87,15 @@ def test_a_step_that_cannot_be_taken_says_why():
 
 
 def test_the_registry_is_what_specs_and_the_cross_check_read():
-    assert MEMBERSHIP_CHANGES == ("join", "leave", "churn")
+    assert MEMBERSHIP_CHANGES == ("join", "leave", "depart", "churn")
     assert FAULT_STEPS == {"pause", "resume", "cut", "heal"}
+    assert VICTIM_STEPS == FAULT_STEPS | {"depart"}
     with pytest.raises(LabError, match="Unknown scenario step"):
         TrialSpec("herd", "legacy", 2, 4, steps=("join", "crash"))
-    with pytest.raises(LabError, match="needs it in a process of its own"):
+    with pytest.raises(LabError, match="act on the victim c1, which needs a process of its own"):
         TrialSpec("zombie", "legacy", 2, 4, steps=("pause",))
+    with pytest.raises(LabError, match="A member override is ACTOR:KEY=VALUE"):
+        TrialSpec("herd", "tubemq", 2, 4, member_overrides=("nodeId=0",))
 
 
 def test_a_parameter_belongs_to_the_set_up_or_to_a_step_of_the_trial():
@@ -97,7 +111,7 @@ def test_a_parameter_belongs_to_the_set_up_or_to_a_step_of_the_trial():
 
 def test_a_grid_row_carries_every_parameter_and_reads_back_as_the_same_spec():
     spec = TrialSpec("split_brain", "modern", 3, 6, zk_servers=3, layout="spread", steps=("churn",),
-                     params={"follower_delay_ms": 1000, "churn_gap_s": 0.25})
+                     params={"follower_delay_ms": 1000, "churn_gap_s": 0.25}, member_overrides=("j1:x=y",))
     row = spec.as_row()
     assert (row["follower_delay_ms"], row["churn_gap_s"], row["hold_s"]) == (1000, 0.25, 0.0)
     assert TrialSpec.from_row(row) == spec

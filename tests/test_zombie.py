@@ -7,14 +7,15 @@ owns and nothing refuses its commits; cut off, the commit it was making lands on
 its new session and a committed offset moves backwards; the
 coordinator-era zombie's commits are fenced with ILLEGAL_GENERATION or
 UNKNOWN_MEMBER_ID, none is accepted, and no committed offset moves backwards;
-RocketMQ's zombie's commits are accepted, none refused.
+RocketMQ's zombie's commits are accepted, none refused; TubeMQ's broker
+serves and commits for the holder only, and nobody takes the zombie's share.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import run_experiment, vocabulary_problems
+from conftest import run_experiment, trace_events, vocabulary_problems
 
 from experiments.catalogue import zombie
 from experiments.engine.finding import by_id
@@ -34,7 +35,11 @@ def test_every_trial_ran_to_the_end_and_converged_after_each_fault(zombie_run):
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
     assert len(summary) == 2 * len(specs)  # the fault and its heal
-    assert summary.converged.all()
+    waits = summary.design.isin(zombie.WAITS_FOR_VICTIM)
+    assert summary[~waits].converged.all()
+    # a TubeMQ group cannot converge without its node (nobody takes its share), and converges once it is back
+    assert not summary[waits & summary.change.isin(["pause", "cut"])].converged.astype(bool).any()
+    assert summary[waits & summary.change.isin(["resume", "heal"])].converged.all()
     assert sorted(summary.change.unique()) == ["cut", "heal", "pause", "resume"]
 
 
@@ -80,6 +85,24 @@ def test_rocketmq_fences_nothing_the_zombies_commits_are_accepted(zombie_run):
     assert (faults.convergence_ms > 60_000).all(), faults[["change", "convergence_ms"]]
     checked = by_id(zombie.findings(summary))
     assert checked["rocketmq-pause-accepted"].holds and checked["rocketmq-cut-accepted"].holds, checked
+
+
+def test_tubemq_fences_the_zombie_and_its_share_waits_for_it(zombie_run):
+    run_dir, _, summary = zombie_run
+    trials = zombie.per_trial(summary)
+    tube = trials[trials.design == "tubemq"]
+    assert len(tube) == 2
+    assert (tube.zombie_commits_accepted == 0).all() and (tube.double_processed_partition_s == 0).all()
+    assert (tube.double_owned_partition_s == 0).all(), tube.to_dict("records")  # nobody claimed its share
+    # its broker released the silent holder's registrations (30 s without a heartbeat or a fetch)
+    for variant in zombie.VARIANTS:
+        trial_dir = next(run_dir.glob(f"trials/zombie-{variant}-tubemq-*"))
+        released = [e for trace in trial_dir.glob("traces/broker-*.jsonl")
+                    for e in trace_events(trial_dir, trace.stem, "tubemq_released")]
+        assert released, variant
+    checked = by_id(zombie.findings(summary))
+    assert checked["tubemq-pause-fenced-share-idle"].holds and checked["tubemq-cut-fenced-share-idle"].holds, \
+        checked
 
 
 def test_the_report_draws_a_timeline_per_fault(zombie_run, tmp_path):

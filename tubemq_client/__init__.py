@@ -1,4 +1,4 @@
-"""Apache InLong TubeMQ's client balance (`ClientBalanceConsumer`), a family still to build: DESIGN.md §3c.
+"""Apache InLong TubeMQ's client balance (`ClientBalanceConsumer`): DESIGN.md §3c.
 
 Each node is started with the group's node count (`sourceCount`) and its own
 `nodeId`, and takes the partitions whose key hashes to its id: no membership
@@ -19,8 +19,8 @@ Read in this order:
 - `config.py`, `consumer.py`: the SDK (`ClientBalanceConsumer`) and the
   application that balances it (`BalancingNode`, TubeMQ's example).
 
-Not yet in the family registry (`experiments/engine/families.py`): the
-experiments' TubeMQ scenarios come with it.
+In the experiments, every node is told the trial's N as its `sourceCount`
+(`Family.group_size_config`), and its `nodeId` comes from its name (below).
 """
 
 from lab_cluster.family import Family
@@ -52,4 +52,5 @@ FAMILY = Family(
     computes="member", settled_state="STARTED", victim_link="brokers",
     stops_by="every partition unregistered at its broker, then the master told (TubeMQ's shutdown)",
     broker_plugin="tubemq_client.service:install",
-    from_beginning={"consumePosition": "CONSUMER_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via")
+    from_beginning={"consumePosition": "CONSUMER_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via",
+    group_size_config="sourceCount")

@@ -4,8 +4,9 @@ Two pieces, as in TubeMQ:
 
 - `ClientBalanceConsumer`: the SDK (`SimpleClientBalanceConsumer`). `start`
   refuses a `nodeId` outside ``[0, sourceCount)`` (BAD_REQUEST), registers
-  with the master (up to 5 tries, 1 s apart; a refusal such as
-  CLIENT_DUPLICATE_INDEXID ends the start), then heartbeats the master and,
+  with the master (up to 5 tries, 1 s apart, whatever the refusal, as
+  `startMasterAndBrokerThreads`; if all fail, e.g. CLIENT_DUPLICATE_INDEXID,
+  the start fails with the last code), then heartbeats the master and,
   on a thread of its own, every broker that holds one of its partitions,
   every `heartbeatPeriodMs` (13 s). It knows no other member. Its calls:
   `get_partition_meta_info` (from the master at most every

@@ -19,7 +19,12 @@ newcomer waits for, per design:
   others at once), one rebalance from one broker's id list, the start offset
   from the queue's broker, then a pull: it waits for nobody, so it may
   process a queue before its previous owner has let it go (the herd's
-  double-owned partition-seconds).
+  double-owned partition-seconds);
+- TubeMQ's client balance: a group of N does not take an (N+1)th node, so
+  its newcomer is a replacement: `c1` (node 0) departs, and `j1` starts with
+  its `nodeId` (every node in its own process). It registers with the master,
+  reads the partition metadata, registers its share at the brokers (released
+  by `c1`'s shutdown) and fetches: nobody else acts.
 
 The finding, checked by `findings()` (and by `pytest -m first_message`), is
 stated with the run's medians; see its docstring.
@@ -39,14 +44,26 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
     "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
 }
-DESIGNS = ("legacy", "modern", "rocketmq")
+DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
+#: TubeMQ's scenario: node 0 departs (its share then waits: the runner watches `TUBEMQ_WATCH_S`), and a
+#: replacement takes its nodeId
+TUBEMQ_STEPS = ("depart", "join")
+TUBEMQ_WATCH_S = 5.0
 
 
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
-    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, steps=("join",))
+    return [_spec(design, n, partitions or p["partitions"], p["rate"], seed)
             for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
+
+
+def _spec(design: str, n: int, partitions: int, rate: float, seed: int) -> TrialSpec:
+    if design == "tubemq":
+        return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=TUBEMQ_STEPS, layout="spread",
+                         member_overrides=("j1:nodeId=0",), converge_required=False,
+                         converge_limit_s=TUBEMQ_WATCH_S)
+    return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=("join",))
 
 
 def per_design(summary: pd.DataFrame) -> pd.DataFrame:
@@ -77,6 +94,6 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     return out
 
 
-#: 1: the joiner's wait in the ZooKeeper era, the coordinator era and RocketMQ
+#: 1: the joiner's wait in the ZooKeeper era, the coordinator era and RocketMQ; 2: TubeMQ's replacement node
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.first_message:first_message_section", version=1)
+                        section="experiments.report.first_message:first_message_section", version=2)

@@ -26,7 +26,20 @@ then it leaves gracefully. Each change is measured from the traces
   NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group on a change
   (`rocketmq_client/broker/service.py`), so every consumer is told once per
   broker (notifications >= brokers x members after the change), and each then
-  rebalances on its own from one broker's id list, as in the ZooKeeper era.
+  rebalances on its own from one broker's id list, as in the ZooKeeper era;
+- TubeMQ's client balance: no membership, so nobody is told anything. Every
+  node is started with the group's size (`sourceCount` N) and its own
+  `nodeId`; a newcomer's id is past the group's, and TubeMQ's `start` refuses
+  it (`tubemq_client/consumer.py`): the group does not grow, and its leave
+  changes nothing. A node of the group that leaves (`depart`: c1, node 0,
+  each node in its own process) leaves its
+  share to nobody: the others keep checking the partition metadata every
+  `partMetaInfoCheckPeriodMs` (10 s) and take only their own hash share, so
+  the departed node's partitions are still unowned when the window ends
+  (`unowned_at_end` equals `member_partitions`, what it held), until every
+  node restarts with a new `sourceCount`. The cost it pays instead is
+  periodic: every node polls the master and heartbeats its brokers, change or
+  no change.
 """
 
 from __future__ import annotations
@@ -46,7 +59,13 @@ PROFILES = {
     "quick": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
-DESIGNS = ("legacy", "modern", "rocketmq")
+DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
+#: TubeMQ's scenario, each node in its own process: a join (refused at once), the refused newcomer's leave
+#: (nothing changes), and the departure of node 0, which cannot converge: the runner watches it for
+#: `TUBEMQ_WATCH_S`, more than two of every node's metadata checks (`partMetaInfoCheckPeriodMs`, 10 s), in
+#: which nobody takes the departed share
+TUBEMQ_STEPS = ("join", "leave", "depart")
+TUBEMQ_WATCH_S = 25.0
 #: brokers per trial: each pushes a RocketMQ change to every consumer of the group, so the finding counts them
 BROKERS = 3
 #: "At most linearly": the log-log slope of control messages against N, with room for the noise of
@@ -57,8 +76,15 @@ LINEAR_SLOPE_LIMIT = 1.2
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
-    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, brokers=BROKERS)
+    return [_spec(design, n, partitions or p["partitions"], p["rate"], seed)
             for design in designs for n in (consumers or p["consumers"]) for seed in range(seeds or 1)]
+
+
+def _spec(design: str, n: int, partitions: int, rate: float, seed: int) -> TrialSpec:
+    if design == "tubemq":
+        return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, brokers=BROKERS, steps=TUBEMQ_STEPS,
+                         layout="spread", converge_required=False, converge_limit_s=TUBEMQ_WATCH_S)
+    return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, brokers=BROKERS)
 
 
 def loglog_slope(ns, values) -> float:
@@ -124,6 +150,31 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            "members after the change), growing with N", bool(every and rocket.is_monotonic_increasing),
                            f"notifications {_series(rocket)}; {brokers} brokers; members after "
                            f"{_series(after)}"))
+    out += _tubemq_findings(summary)
+    return out
+
+
+def _tubemq_findings(summary: pd.DataFrame) -> list[Finding]:
+    """TubeMQ: a newcomer is refused and nobody is told; a departed node's share stays with nobody."""
+    join = summary[(summary.experiment == NAME) & (summary.design == "tubemq") & (summary.status == "ok")
+                   & (summary.change == "join")].sort_values("consumers")
+    refused = len(join) >= 3 and bool(((join.rebalance_failures >= 1) & (join.notifications_per_change == 0)
+                                       & (join.unowned_at_end == 0) & (join.double_owned_partition_s == 0)).all())
+    out = [Finding("tubemq-join-refused",
+                   "TubeMQ, join: nobody is told, and the newcomer is refused (its nodeId is past sourceCount): the "
+                   "group does not grow, and its shares stay as they were", refused,
+                   "; ".join(f"N={r.consumers}: newcomer failures {r.rebalance_failures:.0f}, notifications "
+                             f"{r.notifications_per_change:.0f}" for r in join.itertuples()) or "no successful trial")]
+    depart = summary[(summary.experiment == NAME) & (summary.design == "tubemq") & (summary.status == "ok")
+                     & (summary.change == "depart")].sort_values("consumers")
+    stays = (len(depart) >= 3 and bool((depart.unowned_at_end == depart.member_partitions).all())
+             and bool((depart.member_partitions > 0).any()) and bool((depart.notifications_per_change == 0).all()))
+    out.append(Finding("tubemq-departed-share-unowned",
+                       "TubeMQ, a node departs: nobody is told and nobody takes its partitions (unowned at the "
+                       "window's end = what it held)", stays,
+                       "; ".join(f"N={r.consumers}: held {r.member_partitions:.0f}, unowned at end "
+                                 f"{r.unowned_at_end:.0f}, unowned {r.unowned_partition_s:,.0f} partition-s"
+                                 for r in depart.itertuples()) or "no successful trial"))
     return out
 
 
@@ -137,6 +188,7 @@ def _series(s: pd.Series) -> str:
 
 
 #: 1: the ZooKeeper-era load finding on all requests (a positive quadratic term); 2: on registration reads
-#: (at least (members after)² per change), all requests as evidence; 3: RocketMQ's family, told by every broker
+#: (at least (members after)² per change), all requests as evidence; 3: RocketMQ's family, told by every broker;
+#: 4: TubeMQ's family (a refused newcomer, a departed node's share left to nobody)
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=3)
+                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=4)

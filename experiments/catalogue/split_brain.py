@@ -31,7 +31,14 @@ The finding, checked by `findings()` (and by `pytest -m split_brain`):
   `rocketmq_client/instance.py`) allocates from a list the others have left
   behind: more than one id list in a round, queues with two owners or none,
   for longer as the lag grows (the group heals at the late broker's own push,
-  or at the 20 s periodic rebalance of whoever read its list last).
+  or at the 20 s periodic rebalance of whoever read its list last);
+- TubeMQ's client balance has no view to lag: a node's share depends on its
+  own `sourceCount` and `nodeId` alone. What can split it is configuration,
+  so its trials start a newcomer `j1` misconfigured on purpose, with a
+  `nodeId` another node holds (`same-node-id`) or another `sourceCount`
+  (`other-source-count`). The master refuses it (CLIENT_DUPLICATE_INDEXID,
+  CLIENT_INCONSISTENT_SOURCECOUNT: `tubemq_client/master/groups.py`), so it
+  never computes a share: one view in effect, no partition with two owners.
 """
 
 from __future__ import annotations
@@ -51,21 +58,33 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 2.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "rocketmq")
+DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
 #: what lags, per design: a ZooKeeper follower under the consumers (legacy) or under the brokers (modern), or
 #: one broker that keeps RocketMQ's membership (every consumer's link to it delayed)
 LAG_PARAM = {"legacy": "follower_delay_ms", "modern": "follower_delay_ms", "rocketmq": "broker_delay_ms"}
+#: TubeMQ's trials instead: a newcomer j1 misconfigured against a group of n, by variant
+MISCONFIGURED = {
+    "same-node-id": lambda n: ("j1:nodeId=0",),  # c1's
+    "other-source-count": lambda n: (f"j1:sourceCount={n + 1}", f"j1:nodeId={n}"),  # a free id under its count
+}
 
 
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None, delays: tuple[int, ...] | None = None
          ) -> list[TrialSpec]:
     p = PROFILES[profile]
-    return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,
-                      variant=f"delay-{delay}", zk_servers=3, layout="spread", params={LAG_PARAM[design]: delay},
-                      steps=("churn",), converge_required=False, converge_limit_s=45.0)
-            for delay in (delays or DELAYS_MS.values()) for design in designs
-            for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
+    lagging = [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,
+                         variant=f"delay-{delay}", zk_servers=3, layout="spread", params={LAG_PARAM[design]: delay},
+                         steps=("churn",), converge_required=False, converge_limit_s=45.0)
+               for delay in (delays or DELAYS_MS.values()) for design in designs if design in LAG_PARAM
+               for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
+    # the newcomer is refused at once (it gives up), so its join is judged without waiting
+    misconfigured = [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,
+                               variant=variant, steps=("join",), member_overrides=overrides(n),
+                               converge_required=False, converge_limit_s=45.0)
+                     for variant, overrides in MISCONFIGURED.items() for design in designs if design == "tubemq"
+                     for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
+    return lagging + misconfigured
 
 
 def per_delay(summary: pd.DataFrame, design: str, metric: str, how: str = "max") -> pd.Series:
@@ -120,6 +139,19 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
         "RocketMQ: the largest broker delay leaves queues with two owners or none for longer, and converges "
         "later, than no delay", bool(worse),
         f"double-owned + unowned partition-s {_series_s(astray)}; convergence ms {_series(slow)}"))
+    tube = summary[(summary.experiment == NAME) & (summary.design == "tubemq") & (summary.status == "ok")
+                   & (summary.change == "join")]
+    # no assignment at all in the window leaves view_divergence empty: no view was computed, so none diverged
+    views = tube.view_divergence.fillna(0)
+    refused = (set(tube.variant) == set(MISCONFIGURED)
+               and bool(((tube.rebalance_failures >= 1) & (views <= 1) & (tube.double_owned_partition_s == 0)).all()))
+    out.append(Finding(
+        "tubemq-misconfigured-node-refused",
+        "TubeMQ: a node with a nodeId another holds, or another sourceCount, is refused by the master: one view in "
+        "effect, no partition with two owners", refused,
+        "; ".join(f"{r.variant}: newcomer failures {r.rebalance_failures:.0f}, views computed {v:.0f}, "
+                  f"double-owned {r.double_owned_partition_s:.1f} partition-s"
+                  for r, v in zip(tube.itertuples(), views, strict=True)) or "no successful trial"))
     return out
 
 
@@ -131,6 +163,6 @@ def _series(s: pd.Series) -> str:
     return ", ".join(f"{d} ms: {v:,.0f}" for d, v in s.items()) or "no successful trial"
 
 
-#: 2: RocketMQ's family, with a lagging broker
+#: 2: RocketMQ's family, with a lagging broker; 3: TubeMQ's, with a misconfigured node
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.faults:split_brain_section", keeps_timelines=True, version=2)
+                        section="experiments.report.faults:split_brain_section", keeps_timelines=True, version=3)

@@ -8,8 +8,9 @@ of two faults on `c1`, held until the group has converged without it and
 - `pause`: SIGSTOP past its session timeout, then SIGCONT (a long GC pause);
 - `cut`: its link to ZooKeeper (legacy) or to its coordinator (modern) is
   blackholed while its links to the brokers stay up, then let through again;
-  a RocketMQ consumer has one channel per broker for membership and messages
-  alike, so its links to every broker are cut.
+  RocketMQ's and TubeMQ's consumers have one channel per broker for membership
+  and messages alike, so their links to every broker are cut (TubeMQ's
+  master, which every lab broker hosts, with them).
 
 Every consumer spends `lab.processing.ms` on each record, so a zombie that
 wakes up behind does not catch up at once. The finding, checked by `findings()`
@@ -38,7 +39,18 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
   their next periodic rebalance (20 s). Awake again, the zombie still holds
   its queues until its own next rebalance, and the offsets it sends meanwhile,
   periodic or as it lets a queue go, are accepted from anyone
-  (`rocketmq_client/broker/offsets.py`).
+  (`rocketmq_client/broker/offsets.py`);
+- TubeMQ's client balance: the broker fences. Nobody takes the zombie's
+  partitions while it is away (no membership: the others take only their own
+  hash share), so its share waits for it; after 30 s of silence its broker
+  releases its registrations (`tubemq_client/broker/registrations.py`), and
+  what it sends on waking is refused: a confirm (the commit) is UNAUTHORIZED,
+  a fetch HB_NO_NODE, after which it drops the partition and registers it
+  again at its next balance round. Nothing double-processed, nothing
+  accepted from a non-holder, at the price of the share's idle time.
+  (Ownership, as the metrics count it, is what a consumer believes: the
+  zombie believes it still holds its share while it is away, so the share
+  counts as owned, once, and "double-owned" stays 0: nobody else claimed it.)
 """
 
 from __future__ import annotations
@@ -57,7 +69,7 @@ PROFILES = {
     "quick": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [2, 4], "partitions": 8, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "rocketmq")
+DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
 VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
 #: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
 #: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
@@ -67,11 +79,15 @@ OVERRIDES = {
     "modern": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
                "heartbeat.interval.ms=2000", "request.timeout.ms=10000"),
     "rocketmq": ("persistConsumerOffsetInterval=1000", "lab.processing.ms=20"),
+    "tubemq": ("lab.processing.ms=20",),  # it commits every batch it processed (confirmConsume)
 }
 #: how long the group may take to converge without the victim: a ZooKeeper session or a coordinator's member
 #: expires after 6 s; a RocketMQ broker drops a silent channel after 120 s (its scan runs every 10 s) and the
-#: others notice at their next periodic rebalance (20 s)
-CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "rocketmq": 240.0}
+#: others notice at their next periodic rebalance (20 s). A TubeMQ group cannot converge without its node: the
+#: runner watches for 40 s, past the 30 s after which a broker releases a silent holder's registrations.
+CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "rocketmq": 240.0, "tubemq": 40.0}
+#: the designs whose group never converges without the victim (its share waits for it)
+WAITS_FOR_VICTIM = ("tubemq",)
 HOLD_S = 3.0
 
 
@@ -80,7 +96,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, variant=variant,
                       layout="spread", steps=steps, params={"hold_s": HOLD_S}, overrides=OVERRIDES[design],
-                      converge_limit_s=CONVERGE_LIMIT_S[design])
+                      converge_limit_s=CONVERGE_LIMIT_S[design], converge_required=design not in WAITS_FOR_VICTIM)
             for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
             for seed in range(seeds or p["seeds"])]
 
@@ -127,6 +143,17 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                                                        & (rv.commits_fenced == 0)).all()),
             _evidence(rv, ["zombie_commits_accepted", "commits_fenced", "double_processed_partition_s",
                            "offsets_moved_backwards", "duplicates"])))
+    tube = t[t.design == "tubemq"]
+    for variant in VARIANTS:
+        tv = tube[tube.variant == variant]
+        out.append(Finding(
+            f"tubemq-{variant}-fenced-share-idle",
+            f"TubeMQ, {variant}: the broker fences: no commit of the zombie's is accepted and no partition is "
+            "processed by two at once; nobody claims its share while it is away (it waits for it)",
+            len(tv) > 0 and bool(((tv.zombie_commits_accepted == 0) & (tv.double_processed_partition_s == 0)
+                                  & (tv.double_owned_partition_s == 0)).all()),
+            _evidence(tv, ["zombie_commits_accepted", "commits_fenced", "double_processed_partition_s",
+                           "double_owned_partition_s", "duplicates"])))
     cut = legacy[legacy.variant == "cut"]
     out.append(Finding("legacy-cut-blocked-commit-lands",
                        "ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
@@ -149,6 +176,6 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
 
 #: 1: "the zombie's commits are accepted" in both faults; 2: the faithful 0.8 model's finding (nothing refuses
 #: its commits; cut off, the blocked commit lands on the new session; an offset moves backwards in some trial);
-#: 3: RocketMQ's family
+#: 3: RocketMQ's family; 4: TubeMQ's
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=3)
+                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=4)

@@ -62,7 +62,8 @@ IDENTITY = ["experiment", "variant", "design", "consumers", "partitions", *SETUP
 METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_reads_per_change",
            "broker_requests_per_change",
            "control_messages_per_change", "rebalance_attempts", "rebalance_failures", "owner_conflicts",
-           "convergence_ms", "converged", "unowned_partition_s", "double_owned_partition_s",
+           "convergence_ms", "converged", "unowned_partition_s", "unowned_at_end", "member_partitions",
+           "double_owned_partition_s",
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
            "zombie_commits_accepted", "offsets_moved_backwards", "commits_fenced", "first_message_ms"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",

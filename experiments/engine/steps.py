@@ -9,18 +9,20 @@ the group has converged on that membership.
 |----------|------------------------------------------------------------------|---------------|
 | `join`   | a new consumer `j<k>` starts in its own process                   | + j<k>        |
 | `leave`  | the newest joiner stops gracefully                                | - it          |
+| `depart` | the victim `c1`, one of the group's own, stops gracefully         | - c1          |
 | `churn`  | `j<k>` joins, `j<k+1>` joins, `j<k>` leaves, `churn_gap_s` apart  | + j<k+1>      |
 | `pause`  | SIGSTOP the victim `c1` (a GC pause past its session timeout)     | - c1          |
 | `resume` | SIGCONT it: it wakes up believing it still owns its partitions    | + c1          |
-| `cut`    | blackhole the victim's link to ZooKeeper (legacy) or to its       | - c1          |
-|          | coordinator (modern); its links to the brokers stay up            |               |
+| `cut`    | blackhole the victim's `Family.victim_link`: to ZooKeeper, to its | - c1          |
+|          | coordinator, or to every broker (RocketMQ, TubeMQ)                |               |
 | `heal`   | let that link pass again                                          | + c1          |
 
 `membership_change`: the step changes who is in the group and nothing else
 (no session or link is harmed), so the cross-check with the servers judges it
 (`metrics.cross_check`). `holds`: after the group converged without the victim,
 the scenario waits `hold_s` more, so the survivors process (and commit) what
-the victim had. `params`: the knobs a step takes from its trial
+the victim had. `needs_victim`: the step acts on `c1` in a process of its own
+(`layout="spread"`). `params`: the knobs a step takes from its trial
 (`TrialSpec.params`), with their defaults. A new step is one entry in `STEPS`
 (`tests/test_steps.py` plans them against a recording stage).
 """
@@ -48,6 +50,7 @@ class Stage(Protocol):
     def has_victim(self) -> bool: ...
     def join(self) -> str: ...
     def leave(self, name: str) -> None: ...
+    def depart(self, name: str) -> None: ...
     def churn(self) -> None: ...
     def fault(self, step: str) -> Callable[[], object]: ...  # pause, resume, cut or heal the victim
 
@@ -66,6 +69,7 @@ class Step:
     plan: Callable[[Stage, list[str]], Plan]
     membership_change: bool = False
     holds: bool = False
+    needs_victim: bool = False
     params: dict[str, float] = field(default_factory=dict)  # {name: default}
 
 
@@ -82,6 +86,11 @@ def _leave(stage: Stage, members: list[str]) -> Plan:
         raise StepImpossible("the scenario's leave has no joined consumer to stop")
     newest = stage.joined[-1]
     return Plan([m for m in members if m != newest], newest, lambda: stage.leave(newest))
+
+
+def _depart(stage: Stage, members: list[str]) -> Plan:
+    _need_victim(stage, "depart")
+    return Plan([m for m in members if m != VICTIM], VICTIM, lambda: stage.depart(VICTIM))
 
 
 def _churn(stage: Stage, members: list[str]) -> Plan:
@@ -110,18 +119,24 @@ def _need_victim(stage: Stage, step: str) -> None:
 STEPS: dict[str, Step] = {s.name: s for s in (
     Step("join", "a new consumer starts in its own process", _join, membership_change=True),
     Step("leave", "the newest joiner stops gracefully", _leave, membership_change=True),
+    # where members are not told of each other (TubeMQ's client balance), the group cannot converge without it:
+    # its share stays unowned until every node restarts with a new sourceCount
+    Step("depart", "the victim, one of the group's own consumers, stops gracefully", _depart,
+         membership_change=True, needs_victim=True),
     Step("churn", "one joins, another joins, the first leaves, churn_gap_s apart", _churn, membership_change=True,
          params={"churn_gap_s": 0.5}),
     Step("pause", "SIGSTOP the victim past its session timeout", _victim_away("pause"), holds=True,
-         params={"hold_s": 0.0}),
-    Step("resume", "SIGCONT the victim", _victim_back("resume")),
+         needs_victim=True, params={"hold_s": 0.0}),
+    Step("resume", "SIGCONT the victim", _victim_back("resume"), needs_victim=True),
     Step("cut", "blackhole the victim's link to ZooKeeper or to its coordinator", _victim_away("cut"), holds=True,
-         params={"hold_s": 0.0}),
-    Step("heal", "let the victim's link pass again", _victim_back("heal")),
+         needs_victim=True, params={"hold_s": 0.0}),
+    Step("heal", "let the victim's link pass again", _victim_back("heal"), needs_victim=True),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link
 MEMBERSHIP_CHANGES: tuple[str, ...] = tuple(name for name, step in STEPS.items() if step.membership_change)
-#: the steps that need the victim in a process of its own
+#: the steps that harm the victim's session or link
 FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if not step.membership_change)
 
+#: the steps that need the victim in a process of its own
+VICTIM_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.needs_victim)

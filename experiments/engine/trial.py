@@ -65,7 +65,7 @@ from kazoo.client import KazooClient
 
 from experiments.engine.families import BROKER_PLUGINS, FAMILIES
 from experiments.engine.group_watch import GroupWatch
-from experiments.engine.steps import FAULT_STEPS, STEPS, VICTIM, StepImpossible
+from experiments.engine.steps import STEPS, VICTIM, VICTIM_STEPS, StepImpossible
 from lab_cluster import fourlw
 from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
 from lab_cluster.consumer_host import actor_names
@@ -114,6 +114,9 @@ class TrialSpec:
     repetition: int = 0
     #: consumer config overrides, as `KEY=VALUE` strings (recorded with the results)
     overrides: tuple[str, ...] = ()
+    #: one consumer's own overrides, as `ACTOR:KEY=VALUE` (e.g. `j1:nodeId=0`, a node misconfigured on purpose);
+    #: they apply after `overrides`
+    member_overrides: tuple[str, ...] = ()
     #: the scenario: each step happens once the group has converged after the one before
     steps: tuple[str, ...] = ("join", "leave")
     converge_limit_s: float = 90.0
@@ -140,8 +143,13 @@ class TrialSpec:
             raise LabError(f"Unknown scenario step(s): {', '.join(unknown)}.", f"Use: {', '.join(STEPS)}.")
         if self.layout not in LAYOUTS:
             raise LabError(f"Unknown layout {self.layout!r}.", f"Use one of: {', '.join(LAYOUTS)}.")
-        if self.layout == "shared" and FAULT_STEPS & set(self.steps):
-            raise LabError("A fault on the victim c1 needs it in a process of its own.", 'Use layout="spread".')
+        if self.layout == "shared" and VICTIM_STEPS & set(self.steps):
+            raise LabError(f"The step(s) {', '.join(sorted(VICTIM_STEPS & set(self.steps)))} act on the victim "
+                           f"{VICTIM}, which needs a process of its own.", 'Use layout="spread".')
+        for entry in self.member_overrides:
+            actor, _, setting = entry.partition(":")
+            if not actor or "=" not in setting:
+                raise LabError(f"A member override is ACTOR:KEY=VALUE, not {entry!r}.", "E.g. j1:nodeId=0.")
         for name, _ in self.params:
             if name not in PARAMS:
                 raise LabError(f"Unknown trial parameter {name!r}.", f"Use one of: {', '.join(PARAMS)}.")
@@ -177,6 +185,7 @@ class TrialSpec:
         row = asdict(self)
         del row["params"]
         row["overrides"] = json.dumps(list(self.overrides))
+        row["member_overrides"] = json.dumps(list(self.member_overrides))
         row["steps"] = json.dumps(list(self.steps))
         row.update({name: self.param(name) for name in PARAMS})
         row["trial"] = self.trial_id
@@ -186,6 +195,7 @@ class TrialSpec:
     def from_row(cls, row: dict) -> TrialSpec:
         values = dict(row)
         values["overrides"] = tuple(json.loads(values["overrides"]))
+        values["member_overrides"] = tuple(json.loads(values.get("member_overrides") or "[]"))
         values["steps"] = tuple(json.loads(values["steps"]))
         values["params"] = {name: values[name] for name in PARAMS if values.get(name, PARAMS[name]) != PARAMS[name]}
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
@@ -345,7 +355,8 @@ class _Scenario:
         if self.lagging_broker is not None:  # routed through it from the start, delayed from the first step on
             routes = [r for r in (extra.get(family.via_config), self.lagging_broker.routes) if r]
             extra[family.via_config] = ",".join(routes)
-        overrides = {**family.from_beginning, **dict(o.split("=", 1) for o in self.spec.overrides), **extra}
+        overrides = {**family.from_beginning, **self._group_size(family),
+                     **dict(o.split("=", 1) for o in self.spec.overrides), **self._own_overrides(name), **extra}
         for key, value in overrides.items():
             args += ["--config", f"{key}={value}"]
         process = LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", args,
@@ -353,6 +364,14 @@ class _Scenario:
                              ready_timeout_s=host_ready_timeout_s(count))
         self.stack.callback(process.stop)
         return process
+
+    def _group_size(self, family: Family) -> dict[str, str]:
+        return {family.group_size_config: str(self.spec.consumers)} if family.group_size_config else {}
+
+    def _own_overrides(self, name: str) -> dict[str, str]:
+        """`member_overrides` for the consumer(s) `name` (a shared host's name is its group's prefix, `c`)."""
+        mine = [e.split(":", 1)[1] for e in self.spec.member_overrides if e.split(":", 1)[0] == name]
+        return dict(o.split("=", 1) for o in mine)
 
     def _start_member(self, name: str) -> None:
         """One consumer in its own process; ZooKeeper-era ones pinned to a server (the victim: through its link)."""
@@ -397,6 +416,10 @@ class _Scenario:
         self.trace.record("membership", action="leave", member=name)
         self._stop_member(name)
         self.joined.remove(name)
+
+    def depart(self, name: str) -> None:
+        self.trace.record("membership", action="depart", member=name)
+        self._stop_member(name)
 
     def _step(self, index: int, step: str, members: list[str]) -> list[str]:
         spec = self.spec

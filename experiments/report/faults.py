@@ -25,6 +25,9 @@ SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"),
                ("unowned_partition_s", "unowned partition-s")]
 SPLIT_FIGURE = [("view_divergence", "most views in one round"), ("stale_views", "stale views"),
                 ("owner_conflicts", "owner conflicts"), ("rebalance_failures", "failed rebalances")]
+MISCONFIGURED_TABLE = [("variant", "newcomer"), ("consumers", "N"), ("rebalance_failures", "refused starts"),
+                       ("view_divergence", "views in effect"), ("double_owned_partition_s", "double-owned partition-s"),
+                       ("unowned_partition_s", "unowned partition-s")]
 ZOMBIE_TABLE = [("variant", "fault"), ("design", "design"), ("change", "change"),
                 ("convergence_ms", "convergence ms"), ("double_owned_partition_s", "double-owned partition-s"),
                 ("double_processed_partition_s", "double-processed partition-s"),
@@ -49,6 +52,9 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("RocketMQ", "instead of a follower, every consumer's link to the last broker delayed, each way, by "
                           + ", ".join(f"{d} ms" for d in sorted(summary.get("broker_delay_ms", pd.Series(
                               [], dtype=float)).unique()))),
+             ("TubeMQ", "no lag (it has no membership view): a group of N, then `j1` starts misconfigured, "
+                        "with a `nodeId` another node holds or another `sourceCount` ("
+                        + ", ".join(f"`{v}`" for v in split_brain.MISCONFIGURED) + ")"),
              ("scenario", "stable group; then `j1` joins, `j2` joins, `j1` leaves, "
                           f"{run.spec(split_brain.NAME, 'churn_gap_s')} s apart (one change: "
                           "`churn`); the lag starts after the group first converged"),
@@ -57,6 +63,11 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("configs", "each family's defaults (see the herd section) with `auto.offset.reset` from the start; "
                          "overrides: " + "; ".join(f"{design} {found}" for design, found in overrides))]
     rows = ok.sort_values(["design", "follower_delay_ms", "broker_delay_ms"])[[c for c, _ in SPLIT_TABLE]]
+    misconfigured = summary[(summary.status == "ok") & (summary.variant.isin(list(split_brain.MISCONFIGURED)))]
+    tube_rows = misconfigured.sort_values("variant")[[c for c, _ in MISCONFIGURED_TABLE]]
+    tube_table = ("**TubeMQ, a misconfigured newcomer** (its `join`):\n\n"
+                  + table([label for _, label in MISCONFIGURED_TABLE], tube_rows.itertuples(index=False))
+                  if not tube_rows.empty else "")
     figure = _split_figure(ok, figures / "split_brain.png")
     panels = []
     for design in STYLE:
@@ -83,6 +94,8 @@ read older than one another consumer had already made; `metrics.py:
 views_in_effect`, `stale_views`):
 
 {table([label for _, label in SPLIT_TABLE], rows.itertuples(index=False))}
+
+{tube_table}
 
 ![split brain: views, conflicts and failures against the follower's delay]({figure.relative_to(root).as_posix()})
 
@@ -138,6 +151,18 @@ with two owners or none, until the late broker's own push makes everyone
 rebalance again. Nothing detects the disagreement; it ends because the next
 push or the 20 s timer comes.
 
+TubeMQ's client balance has no membership to disagree about: a node's share
+is its `nodeId` modulo `sourceCount` and nothing else. What can split the
+group is configuration, and there the master stands guard
+(`tubemq_client/master/groups.py`, after TubeMQ's `ConsumeGroupInfo`): a
+node whose `nodeId` another node holds is refused (CLIENT_DUPLICATE_INDEXID),
+and so is one with another `sourceCount` (CLIENT_INCONSISTENT_SOURCECOUNT),
+so it never computes a share and never registers a partition (the broker
+would refuse a second holder anyway: PARTITION_OCCUPIED,
+`tubemq_client/broker/registrations.py`). The price of that safety is the
+herd section's: the group cannot change its size without every node
+restarting.
+
 **Reproduce:** `python -m experiments run split_brain --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 
 
@@ -169,8 +194,10 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("faults", "`pause`: SIGSTOP `c1` until the group converged without it and "
                         f"{run.spec(zombie.NAME, 'hold_s')} s more, then SIGCONT; `cut`: blackhole `c1`'s link to "
                         "ZooKeeper (legacy) or to its coordinator (modern), its broker links untouched, or its "
-                        "links to every broker (RocketMQ, whose membership and messages share one channel per "
-                        "broker), as long, then heal"),
+                        "links to every broker (RocketMQ and TubeMQ, whose membership and messages share one "
+                        "channel per broker), as long, then heal; a TubeMQ group cannot converge without `c1`, so "
+                        f"the fault is held {zombie.CONVERGE_LIMIT_S['tubemq']:.0f} s (past its broker's 30 s "
+                        "release) and the hold"),
              ("ZooKeeper", f"{run.spec(zombie.NAME, 'zk_servers')} server per trial"),
              ("brokers", f"{run.spec(zombie.NAME, 'brokers')} per trial, each hosting a group coordinator and "
                          "RocketMQ's consumer table")]
@@ -265,6 +292,20 @@ RocketMQ's own answer is the orderly consumer's broker-side lock
 (`messageListener=orderly`, `rocketmq_client/broker/locks.py`), which stops a
 second consumer from *taking* a locked queue for 60 s; it still does not fence
 an offset.
+
+TubeMQ's broker fences, and nobody takes the zombie's place. Its broker keeps
+one registration per group and partition and serves and commits for the
+holder only (`tubemq_client/broker/registrations.py`); the other nodes take
+only their own hash share, so the zombie's partitions wait for it (it still
+believes it holds them, and nobody else claims them: "double-owned" 0).
+After 30 s without a heartbeat or a fetch the broker releases its
+registrations and rolls back the batch it had handed out; the zombie, awake
+or healed, is refused what it then sends (a confirm is UNAUTHORIZED:
+"commits fenced"; a fetch HB_NO_NODE), drops the partition, and registers it
+again at its next balance round, from the offset the broker kept. No
+partition is processed by two consumers at once and no commit of a
+non-holder is accepted; the rolled-back batch is processed again
+("duplicates"), and the share idles for as long as its node is away.
 
 **Reproduce:** `python -m experiments run zombie --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 

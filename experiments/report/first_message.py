@@ -30,6 +30,8 @@ def first_message_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("producer", f"{run.spec(first_message.NAME, 'rate')} records/s per partition, so every partition "
                           "has records waiting"),
+             ("TubeMQ", "a group of N does not take another node, so `c1` (node 0) departs first and `j1` "
+                        "starts with its `nodeId`, every node in its own process"),
              ("measured", "from `j1`'s `consumer_start` to its first `processed` record; "
                           f"{summary.seed.nunique()} seed(s) per design and N"),
              ("configs", "each family's defaults (see the herd section), from the start of the log")]
@@ -68,6 +70,11 @@ members agree (see the herd, split-brain and zombie sections for the price). In 
 ZooKeeper era every member's watch fires at once too, but the newcomer must
 claim owner znodes the others have not released yet, and a refused claim
 waits `rebalance.backoff.ms` before it retries (`legacy_zk/ownership.py`).
+A TubeMQ client-balance node waits for nobody either, and takes nothing
+anyone holds: it registers with the master, reads the partition metadata and
+registers its own hash share at the brokers (`tubemq_client/consumer.py`),
+which its predecessor released when it shut down; it can only ever be a
+replacement, since the group's size is fixed by `sourceCount`.
 
 **Reproduce:** `python -m experiments run first_message --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 

@@ -23,7 +23,10 @@ HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("control_messages_per_change", "control messages"), ("rebalance_attempts", "attempts"),
               ("rebalance_failures", "failures"), ("owner_conflicts", "owner conflicts"),
               ("convergence_ms", "convergence ms"), ("unowned_partition_s", "unowned partition-s"),
-              ("double_owned_partition_s", "double-owned partition-s"), ("view_divergence", "views")]
+              ("double_owned_partition_s", "double-owned partition-s"), ("view_divergence", "views"),
+              ("member_partitions", "the leaver held"), ("unowned_at_end", "unowned at the end")]
+#: the changes of the herd's scenarios: TubeMQ's group has a node depart instead of a joiner leave
+CHANGES = ("join", "leave", "depart")
 HERD_FIGURES = [("notifications_per_change", "notifications to consumers (ZooKeeper watches, broker pushes)", "symlog"),
                 ("zk_requests_per_change", "ZooKeeper requests by consumers", "symlog"),
                 ("control_messages_per_change", "control messages (notifications + ZK and group requests)", "log"),
@@ -37,16 +40,20 @@ def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
     setup = [("designs", ", ".join(sorted(summary.design.unique()))), ("group sizes N", ", ".join(map(str, ns))),
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("scenario", "stable group of N; `j1` joins (N -> N+1); `j1` leaves gracefully (N+1 -> N)"),
+             ("TubeMQ's scenario", "every node in its own process, told N as its `sourceCount`; `j1` joins (its "
+                                   "`nodeId` N is past the group's); then `c1` (node 0) departs gracefully; the "
+                                   f"runner watches each change for {herd.TUBEMQ_WATCH_S:.0f} s, as neither can "
+                                   "converge"),
              ("ZooKeeper", f"{run.spec(herd.NAME, 'zk_servers')} server per trial"),
              ("brokers", f"{run.spec(herd.NAME, 'brokers')} per trial, each hosting a group coordinator and "
-                         "RocketMQ's consumer table")]
+                         "RocketMQ's consumer table; TubeMQ's master and broker side")]
     config_rows = []
     for design, config in sorted(configs.items()):
         for key, value in sorted(config.items()):
             config_rows.append((design, key, value))
     tables = []
     for design in STYLE:
-        for change in ("join", "leave"):
+        for change in CHANGES:
             rows = ok[(ok.design == design) & (ok.change == change)].sort_values("consumers")
             if rows.empty:
                 continue
@@ -116,6 +123,23 @@ load grows with N rather than N². What it keeps is that nobody checks the
 shares add up: "views" is how many distinct id lists the group's assignments
 came from at once.
 
+TubeMQ's client balance goes to the end of that road: no membership at all.
+Every node is started with the group's size (`sourceCount`) and its own
+`nodeId`, and takes the partitions whose key hashes to its id
+(`lab_cluster/assignment/tubemq.py`); the master only checks that the nodes
+can coexist (`tubemq_client/master/groups.py`) and tells nobody anything. So
+a change costs no notification and no rebalance, and it also changes nothing:
+the newcomer, whose id is past the group's, is refused by its own `start`
+(`tubemq_client/consumer.py`: BAD_REQUEST; "failures" counts it), and when
+node 0 departs, the others' metadata checks every `partMetaInfoCheckPeriodMs`
+(`BalancingNode.balance_once`) find nothing new of theirs, so its partitions
+stay unowned ("the leaver held" = "unowned at the end") until an operator
+restarts every node with a new `sourceCount`. The group requests in its rows
+are its periodic heartbeats and metadata checks during the watch, not a
+reaction to the change. The hash split is also uneven (one key's hash
+decides, not a count): as N nears P some nodes get several partitions and
+others none, so a departing node may hold nothing ("the leaver held").
+
 **Reproduce:** `python -m experiments run herd --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 
 
@@ -123,7 +147,7 @@ def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:
     fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
     for ax, (metric, title, scale) in zip(axes.flat, HERD_FIGURES, strict=True):
         for design, (color, label) in STYLE.items():
-            for change, style in (("join", "-o"), ("leave", "--s")):
+            for change, style in (("join", "-o"), ("leave", "--s"), ("depart", ":^")):
                 s = herd.per_n(ok, design, change, metric)
                 if not s.empty:
                     ax.plot(s.index, s.values, style, color=color, label=f"{label}, {change}")
