@@ -81,16 +81,16 @@ def test_a_removed_queue_persists_its_offset_and_anyone_may_have_taken_it_meanwh
 
 def test_orderly_consumers_lock_before_adding_and_keep_a_queue_being_consumed():
     broker = MemoryBroker()
-    c1 = RebalanceImpl("g", "c1", broker, orderly=True)
+    c1 = RebalanceImpl("g", "c1", broker, orderly=True, consume_lock_wait_ms=10)
     c2 = RebalanceImpl("g", "c2", broker, orderly=True)
     c1.rebalance_by_topic("t", QUEUES, ["c1"])
     outcome = c2.rebalance_by_topic("t", QUEUES, ["c1", "c2"])  # c1 still holds every lock
     assert outcome.added == [] and outcome.skipped == [mq(3), mq(4), mq(5)]
-    c1.table[mq(4)].consuming = True  # a batch holds the consume lock
+    c1.table[mq(4)].consume_lock.acquire()  # a message is being consumed (past the 1 s wait)
     outcome = c1.rebalance_by_topic("t", QUEUES, ["c1", "c2"])
     assert outcome.removed == [mq(3), mq(5)] and c1.table[mq(4)].dropped  # kept, dropped, until later
     assert c2.rebalance_by_topic("t", QUEUES, ["c1", "c2"]).added == [mq(3), mq(5)]
-    c1.table[mq(4)].consuming = False
+    c1.table[mq(4)].consume_lock.release()
     c1.rebalance_by_topic("t", QUEUES, ["c1", "c2"])
     assert c2.rebalance_by_topic("t", QUEUES, ["c1", "c2"]).added == [mq(4)]
 
