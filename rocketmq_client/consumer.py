@@ -187,7 +187,8 @@ class PushConsumer:
     def _persist_all(self, why: str) -> None:
         """`persistConsumerOffset`: every owned queue's offset to its broker. Nothing checks who sends it."""
         with self._table_lock:
-            owned = [(mq, pq.offset) for mq, pq in sorted(self.rebalance_impl.table.items()) if not pq.dropped]
+            owned = [(mq, pq.offset) for mq, pq in sorted(self.rebalance_impl.table.items())
+                     if not pq.dropped and pq.in_offset_table]  # `persistAll`: the offset table's queues only
         for mq, offset in owned:
             self._persist(mq, offset, why)
 
@@ -312,9 +313,10 @@ class PushConsumer:
                 return self._pull_later(pq)  # "pull message later because not locked in broker"
             if not pq.previously_locked:  # "the first time to pull message, so fix offset from broker"
                 try:
-                    pq.offset = self.rebalance_impl.compute_pull_from_where(mq)
+                    pq.offset, stored = self.rebalance_impl.pull_from_where(mq)
                 except (OSError, OffsetNotFound, BrokerRefused):
                     return self._pull_later(pq)
+                pq.in_offset_table |= stored
                 pq.previously_locked = True
         self._pulling = True
         try:
@@ -325,6 +327,7 @@ class PushConsumer:
             return self._pull_later(pq)
         finally:
             self._pulling = False
+        pq.in_offset_table = True  # a pull result puts the queue in the offset table (its offset, or the next)
         for record in records:
             if not self._consume_one(mq, pq, record):
                 break

@@ -94,6 +94,9 @@ class ProcessQueue:
     # and, orderly, whether its first pull since it was made re-read the offset from the broker
     next_pull_ms: int = 0
     previously_locked: bool = False
+    #: whether the offset store holds it (RemoteBrokerOffsetStore's `offsetTable`): once read from the broker's
+    #: store, or after the queue's first pull result; only such a queue's offset is persisted
+    in_offset_table: bool = False
     #: `consumeLock`: held while one message is consumed (orderly: a queue is let go only between messages)
     consume_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -155,13 +158,13 @@ class RebalanceImpl:
                 outcome.skipped.append(mq)  # "add a new mq failed ... because lock failed"
                 continue
             try:
-                offset = self.compute_pull_from_where(mq)
+                offset, stored = self.pull_from_where(mq)
             except (OSError, OffsetNotFound):
-                offset = -1
+                offset, stored = -1, False
             if offset < 0:
                 outcome.skipped.append(mq)  # "add new mq failed": tried again at the next rebalance
                 continue
-            self.table[mq] = ProcessQueue(offset, last_pull_ms=now, last_lock_ms=now)
+            self.table[mq] = ProcessQueue(offset, last_pull_ms=now, last_lock_ms=now, in_offset_table=stored)
             outcome.added.append(mq)
             outcome.changed = True
         return outcome
@@ -171,7 +174,8 @@ class RebalanceImpl:
         orderly consumer waits up to 1 000 ms for the message being consumed (the consume lock) and unlocks the
         queue at the broker, or, if that message is not done, returns False: the queue stays, dropped, until a
         later rebalance. (Marked dropped first, the queue's next message is not consumed.)"""
-        self.broker.persist_offset(self.group, mq, pq.offset)
+        if pq.in_offset_table:  # `RemoteBrokerOffsetStore.persist`: only a queue its offset table holds
+            self.broker.persist_offset(self.group, mq, pq.offset)
         if not self.orderly:
             return True
         if not pq.consume_lock.acquire(timeout=self.consume_lock_wait_ms / 1000):
@@ -186,12 +190,17 @@ class RebalanceImpl:
         """`computePullFromWhereWithException`: the stored offset; none stored: the end of the queue
         (CONSUME_FROM_LAST_OFFSET; 0 for a retry topic) or its start (CONSUME_FROM_FIRST_OFFSET). A broker
         that cannot be asked raises (OSError): the queue is skipped this round."""
+        return self.pull_from_where(mq)[0]
+
+    def pull_from_where(self, mq: MessageQueue) -> tuple[int, bool]:
+        """(`compute_pull_from_where`, whether it was the stored offset: `readOffset(READ_FROM_STORE)` puts it in
+        the offset table, a computed start does not)."""
         try:
-            return self.broker.query_offset(self.group, mq)
+            return self.broker.query_offset(self.group, mq), True
         except OffsetNotFound:
             if self.consume_from_where == CONSUME_FROM_FIRST_OFFSET or mq[0].startswith(RETRY_GROUP_TOPIC_PREFIX):
-                return 0
-            return self.broker.max_offset(mq)
+                return 0, False
+            return self.broker.max_offset(mq), False
 
 
 class MemoryBroker:

@@ -236,7 +236,8 @@ def test_a_failed_pull_is_pulled_again_1_s_later_and_the_other_queues_go_on(monk
 
 def test_an_offset_update_does_not_wait_and_is_traced_when_the_broker_answers(monkeypatch):
     consumer, _ = offline_consumer(monkeypatch, FakeInstance())
-    add(consumer, 0, offset=7)
+    add(consumer, 0, offset=7).in_offset_table = True
+    add(consumer, 1, offset=9)  # not pulled yet: not in the offset table, not persisted
     consumer._persist_all("interval")
     assert [(f["offset"], f["outcome"], f["why"]) for f in consumer.trace.kinds("commit")] == [(7, "accepted",
                                                                                                   "interval")]
