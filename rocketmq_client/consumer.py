@@ -10,7 +10,7 @@ holds while it rebalances, and nothing tells it that the group agrees.
 Its threads, as RocketMQ's:
 
 - **scheduled tasks** (`MQClientInstance.startScheduledTask`, one thread):
-  the route every `pollNameServerInterval`, a heartbeat to every broker every
+  the route every `pollNameServerInterval` (first after 10 ms), a heartbeat to every broker every
   `heartbeatBrokerInterval` (first after 1 s), every owned queue's offset to
   its broker every `persistConsumerOffsetInterval` (first after 10 s), and,
   orderly only, the queue locks renewed every 20 s (`lockMQPeriodically`);
@@ -18,9 +18,13 @@ Its threads, as RocketMQ's:
   or until woken, then `doRebalance`; a broker's NOTIFY_CONSUMER_IDS_CHANGED
   wakes it (`instance.py`), and wake-ups during a rebalance fold into one;
 - **pull and consume** (`PullMessageService` and the consume pool, as one
-  thread here): each queue in the process-queue table in turn, a batch of
-  `pullBatchSize`, each message processed unless its queue was dropped
-  meanwhile (`ConsumeRequest` checks `isDropped` before it consumes).
+  thread here): each queue in the process-queue table whose pull is due, in
+  turn, a batch of `pullBatchSize`, each message processed under the queue's
+  consume lock unless its queue was dropped meanwhile (`ConsumeRequest`
+  checks `isDropped` before it consumes). A failed pull is due again 1 s later
+  (`pullTimeDelayMillsWhenException`). Orderly: a queue not locked is tried
+  again 1 s later; its first pull re-reads its offset from the broker; the
+  lock and its 30 s life are checked before every message.
 
 `start()` (`DefaultMQPushConsumerImpl.start`, its last steps): the route,
 a heartbeat to every broker, then a rebalance at once. `stop()` (`shutdown`,
@@ -33,10 +37,38 @@ list it allocated from, and `broker`, whom it asked) whenever its share or
 its view changed. After a rebalance that changed the share, the consumer
 heartbeats every broker again (`messageQueueChanged`).
 
-Departures, stated: the `%RETRY%<group>` topic is not subscribed (the lab's
-application never fails a message, so nothing is ever retried); pull and
-consume are one thread, so a queue is consumed by one thread at a time as
-an orderly consumer's is; and see `instance.py` for offsets and pulls.
+Departures, stated (and see `instance.py` for offsets and pulls):
+
+- the `%RETRY%<group>` topic is not subscribed (the lab's application never
+  fails a message, so nothing is ever retried);
+- pull and consume are one thread, so a queue is consumed by one thread at a
+  time as an orderly consumer's is; a queue's pull waits for the others'
+  consumption, so with a slow application (`lab.processing.ms` x
+  `pullBatchSize` x queues held over 120 s) a queue is not pulled for 120 s
+  and the next rebalance drops it as pull-expired and makes it anew (RocketMQ
+  pulls while the pool consumes, so it does not);
+- the orderly lock renewal runs on the scheduled thread (RocketMQ: the
+  orderly service's own, ConsumeMessageOrderlyService.java:92, 96-107), so a
+  slow renewal (1 s at most) delays a heartbeat or an offset persist;
+- a late scheduled task runs once, not once per missed period (RocketMQ's
+  are fixed-rate): after a stall the lab sends one heartbeat, not several;
+- after a rebalance that changed the share, every topic's `subVersion` is
+  bumped and one heartbeat follows all topics (RocketMQ bumps the changed
+  topic's and heartbeats inside its rebalance, RebalanceImpl.java:298-305):
+  the same with one topic;
+- `stop()` stops every thread first (RocketMQ's shutdown persists and
+  unregisters while its scheduled tasks and pulls still run, and stops them
+  after): the stopping consumer sends no heartbeat and consumes nothing more
+  meanwhile, which only shortens its own end;
+- a rebalance holds the process-queue table's lock across its requests
+  (offsets, locks), so the pull thread's next round waits for it (RocketMQ's
+  table is a concurrent map): a pause of one rebalance's round trips;
+- no START_FAILED state: RocketMQ's start is left in it when a check throws
+  (a bad config, a group already registered on the same client instance,
+  DefaultMQPushConsumerImpl.java:589-651); the lab refuses a bad config
+  before it builds a consumer, and each consumer has its own client id, so
+  no lab start fails that way. A route or heartbeat that fails at start is
+  only logged, in both, and retried on the timers.
 """
 
 from __future__ import annotations

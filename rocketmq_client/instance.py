@@ -9,23 +9,47 @@ heartbeats, the consumer-id list, offsets, locks and pulls.
 - `update_route(topic)` (`updateTopicRouteInfoFromNameServer`): `Metadata`
   from a broker, a queue per partition named after the broker that leads it;
 - `send_heartbeat_to_all_brokers` (`sendHeartbeatToAllBrokerWithLock`):
-  `HEART_BEAT` to every broker of the route, a failure only noted;
+  `HEART_BEAT` to every broker of the route, a failure only noted; skipped if
+  another thread's heartbeat is under way (its tryLock);
 - `find_consumer_id_list` (`findConsumerIdList`): `GET_CONSUMER_LIST_BY_GROUP`
   to ONE broker of the route, picked at random;
 - `query_offset` / `persist_offset` (`RemoteBrokerOffsetStore`):
-  `QUERY_CONSUMER_OFFSET` / `UPDATE_CONSUMER_OFFSET` to the queue's broker;
-  `max_offset`: `ListOffsets`;
-- `lock` / `lock_batch` / `unlock`: `LOCK_BATCH_MQ` / `UNLOCK_BATCH_MQ`;
-- `pull` (`PULL_MESSAGE`): `Fetch`, without waiting;
+  `QUERY_CONSUMER_OFFSET` (5 s) / `UPDATE_CONSUMER_OFFSET` (oneway) to the
+  queue's broker; `max_offset`: `ListOffsets` (6 s);
+- `lock` / `lock_batch` / `unlock` / `unlock_batch`: `LOCK_BATCH_MQ` /
+  `UNLOCK_BATCH_MQ` (1 s; the unlock of a queue let go is oneway);
+- `pull` (`PULL_MESSAGE`): `Fetch`, without waiting at the broker;
 - `unregister_client`: `UNREGISTER_CLIENT` to every broker, errors ignored.
+
+Every request waits as RocketMQ's does (the constants below; the rest
+`mqClientApiTimeout`, 3 s), and a synchronous one that times out closes its
+channel (`invokeSync`), which the broker sees as the client gone (a change).
+A pull is RocketMQ's asynchronous one: its 30 s timeout fails the pull only;
+oneway requests never wait.
 
 It implements `rebalance.Broker`, so `RebalanceImpl` runs on it unchanged.
 
-Departures, stated: an offset update waits for its answer so that the trace
-can say it was accepted (RocketMQ sends it oneway); a pull does not
-long-poll (RocketMQ's broker holds an empty pull up to 15 s) and carries no
-piggy-backed commit (RocketMQ's COMMIT_OFFSET flag), so offsets reach the
-broker every `persistConsumerOffsetInterval` and when a queue is let go.
+Departures, stated:
+- a pull does not long-poll (RocketMQ's broker holds an empty pull up to
+  15 s) and carries no piggy-backed commit (RocketMQ's COMMIT_OFFSET flag),
+  so offsets reach the broker every `persistConsumerOffsetInterval` and when
+  a queue is let go;
+- a pull is waited for by the consumer's one pull thread (`consumer.py`),
+  where RocketMQ's callback frees its thread: a broker that does not answer
+  holds every other queue's pull up to 30 s (RocketMQ pulls the other queues
+  meanwhile), so under a cut or a long delay the lab pulls its healthy
+  brokers' queues less often;
+- the lab's broker answers a oneway request (RocketMQ's does not); the
+  answer only dates the trace's `commit` event, `accepted` when it arrives,
+  `failed` if the channel closes first, and nothing waits for it;
+- each route update replaces the broker table with that topic's brokers
+  (RocketMQ adds per topic, MQClientInstance.java:637-639, and removes
+  brokers no topic names at each heartbeat tick, :288, 386-428): the same
+  with one topic, as in every experiment; with several, a broker only another
+  topic uses would be forgotten until that topic's next refresh;
+- the client side's 120 s idle close (NettyRemotingClient.java:185, 684-689,
+  `clientChannelMaxIdleTimeSeconds`) is not modelled: a running consumer
+  writes at least every heartbeat interval, so it would not fire.
 """
 
 from __future__ import annotations
