@@ -365,6 +365,11 @@ class DuplexClient(_Client):
     (`closeSocketIfTimeout`, true by default): a half-dead link is not kept.
     The next request connects again (a new connection is a new channel to the
     server).
+
+    Two ways of RocketMQ's remoting that do not close on a timeout:
+    `request(..., close_on_timeout=False)` as `invokeAsync` (a timed-out
+    answer fails only its caller, `NettyRemotingAbstract.scanResponseTable`),
+    and `send_oneway` as `invokeOneway` (nothing waits, so nothing times out).
     """
 
     def __init__(self, host: str, port: int, *, client_id: str = "", timeout_s: float = 10.0,
@@ -378,11 +383,39 @@ class DuplexClient(_Client):
         self._lock = threading.Lock()  # the socket and the pending requests
         self._send_lock = threading.Lock()
         self._sock: socket.socket | None = None
-        #: correlation id -> [threading.Event, the answer (None: the connection closed), the socket it went on]
+        #: correlation id -> [threading.Event, the answer (None: the connection closed), the socket it went on,
+        #: the oneway callback or None]
         self._pending: dict[int, list] = {}
 
-    def request(self, api: str, version: int = 1, *, timeout_s: float | None = None, **body) -> dict:
-        cid, slot = next(self._cids), [threading.Event(), None, None]
+    def request(self, api: str, version: int = 1, *, timeout_s: float | None = None, close_on_timeout: bool = True,
+                **body) -> dict:
+        """Send and wait for the answer. No answer within `timeout_s`: ConnectionError, and the connection is
+        closed (RocketMQ's `invokeSync`), unless `close_on_timeout` is False (its `invokeAsync`: the late
+        answer, if it comes, is dropped and the connection stays)."""
+        slot = [threading.Event(), None, None, None]
+        cid, sock, where = self._send(api, version, slot, body)
+        if not slot[0].wait(timeout_s or self.timeout_s):
+            with self._lock:
+                self._pending.pop(cid, None)
+                stale = self._sock is sock
+            if stale and close_on_timeout:  # `invokeSync` closes a channel whose answer timed out
+                self._close_socket(sock)
+            raise ConnectionError(f"{where}: no answer within {timeout_s or self.timeout_s:g} s")
+        if slot[1] is None:
+            raise ConnectionError(f"{where}: connection closed")
+        return slot[1]
+
+    def send_oneway(self, api: str, version: int = 1, *, on_answer: Callable[[dict | None], None] | None = None,
+                    **body) -> None:
+        """Send and return at once, as RocketMQ's `invokeOneway`: nothing waits, so nothing times out or closes
+        the connection. Raises ConnectionError only if it cannot be sent. The lab's servers answer every
+        request anyway: the answer goes to `on_answer(frame)` on the reader thread, or `on_answer(None)` if
+        the connection ends first (RocketMQ's broker sends no answer to a oneway request)."""
+        self._send(api, version, [threading.Event(), None, None, on_answer or (lambda frame: None)], body)
+
+    def _send(self, api: str, version: int, slot: list, body: dict) -> tuple[int, socket.socket, str]:
+        """Put `slot` in the pending table and the frame on the connection: (correlation id, socket, where)."""
+        cid = next(self._cids)
         frame = {"api": api, "version": version, "correlation_id": cid, "client_id": self.client_id, **body}
         where = f"{api} to {self.address[0]}:{self.address[1]}"
         try:
@@ -395,16 +428,7 @@ class DuplexClient(_Client):
             with self._lock:
                 self._pending.pop(cid, None)
             raise ConnectionError(f"{where} failed: {exc}") from None
-        if not slot[0].wait(timeout_s or self.timeout_s):
-            with self._lock:
-                self._pending.pop(cid, None)
-                stale = self._sock is sock
-            if stale:  # RocketMQ's `invokeSync` closes a channel whose answer timed out (closeSocketIfTimeout)
-                self._close_socket(sock)
-            raise ConnectionError(f"{where}: no answer within {timeout_s or self.timeout_s:g} s")
-        if slot[1] is None:
-            raise ConnectionError(f"{where}: connection closed")
-        return slot[1]
+        return cid, sock, where
 
 
     def close(self) -> None:
@@ -452,8 +476,7 @@ class DuplexClient(_Client):
                 with self._lock:
                     slot = self._pending.pop(frame.get("correlation_id"), None)
                 if slot is not None:
-                    slot[1] = frame
-                    slot[0].set()
+                    self._answered(slot, frame)
         finally:
             with self._lock:
                 if self._sock is sock:
@@ -461,9 +484,20 @@ class DuplexClient(_Client):
                 lost = [cid for cid, slot in self._pending.items() if slot[2] is sock]
                 waiting = [self._pending.pop(cid) for cid in lost]
             for slot in waiting:
-                slot[0].set()  # answer None: the connection closed
+                self._answered(slot, None)  # the connection closed
             try:
                 sock.close()
             except OSError:
                 pass
             self.on_close()
+
+    @staticmethod
+    def _answered(slot: list, frame: dict | None) -> None:
+        if slot[3] is None:
+            slot[1] = frame
+            slot[0].set()
+            return
+        try:
+            slot[3](frame)
+        except Exception as exc:  # the reader must go on reading
+            print(f"duplex client: on_answer failed: {exc!r}", file=sys.stderr)

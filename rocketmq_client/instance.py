@@ -9,23 +9,47 @@ heartbeats, the consumer-id list, offsets, locks and pulls.
 - `update_route(topic)` (`updateTopicRouteInfoFromNameServer`): `Metadata`
   from a broker, a queue per partition named after the broker that leads it;
 - `send_heartbeat_to_all_brokers` (`sendHeartbeatToAllBrokerWithLock`):
-  `HEART_BEAT` to every broker of the route, a failure only noted;
+  `HEART_BEAT` to every broker of the route, a failure only noted; skipped if
+  another thread's heartbeat is under way (its tryLock);
 - `find_consumer_id_list` (`findConsumerIdList`): `GET_CONSUMER_LIST_BY_GROUP`
   to ONE broker of the route, picked at random;
 - `query_offset` / `persist_offset` (`RemoteBrokerOffsetStore`):
-  `QUERY_CONSUMER_OFFSET` / `UPDATE_CONSUMER_OFFSET` to the queue's broker;
-  `max_offset`: `ListOffsets`;
-- `lock` / `lock_batch` / `unlock`: `LOCK_BATCH_MQ` / `UNLOCK_BATCH_MQ`;
-- `pull` (`PULL_MESSAGE`): `Fetch`, without waiting;
+  `QUERY_CONSUMER_OFFSET` (5 s) / `UPDATE_CONSUMER_OFFSET` (oneway) to the
+  queue's broker; `max_offset`: `ListOffsets` (6 s);
+- `lock` / `lock_batch` / `unlock` / `unlock_batch`: `LOCK_BATCH_MQ` /
+  `UNLOCK_BATCH_MQ` (1 s; the unlock of a queue let go is oneway);
+- `pull` (`PULL_MESSAGE`): `Fetch`, without waiting at the broker;
 - `unregister_client`: `UNREGISTER_CLIENT` to every broker, errors ignored.
+
+Every request waits as RocketMQ's does (the constants below; the rest
+`mqClientApiTimeout`, 3 s), and a synchronous one that times out closes its
+channel (`invokeSync`), which the broker sees as the client gone (a change).
+A pull is RocketMQ's asynchronous one: its 30 s timeout fails the pull only;
+oneway requests never wait.
 
 It implements `rebalance.Broker`, so `RebalanceImpl` runs on it unchanged.
 
-Departures, stated: an offset update waits for its answer so that the trace
-can say it was accepted (RocketMQ sends it oneway); a pull does not
-long-poll (RocketMQ's broker holds an empty pull up to 15 s) and carries no
-piggy-backed commit (RocketMQ's COMMIT_OFFSET flag), so offsets reach the
-broker every `persistConsumerOffsetInterval` and when a queue is let go.
+Departures, stated:
+- a pull does not long-poll (RocketMQ's broker holds an empty pull up to
+  15 s) and carries no piggy-backed commit (RocketMQ's COMMIT_OFFSET flag),
+  so offsets reach the broker every `persistConsumerOffsetInterval` and when
+  a queue is let go;
+- a pull is waited for by the consumer's one pull thread (`consumer.py`),
+  where RocketMQ's callback frees its thread: a broker that does not answer
+  holds every other queue's pull up to 30 s (RocketMQ pulls the other queues
+  meanwhile), so under a cut or a long delay the lab pulls its healthy
+  brokers' queues less often;
+- the lab's broker answers a oneway request (RocketMQ's does not); the
+  answer only dates the trace's `commit` event, `accepted` when it arrives,
+  `failed` if the channel closes first, and nothing waits for it;
+- each route update replaces the broker table with that topic's brokers
+  (RocketMQ adds per topic, MQClientInstance.java:637-639, and removes
+  brokers no topic names at each heartbeat tick, :288, 386-428): the same
+  with one topic, as in every experiment; with several, a broker only another
+  topic uses would be forgotten until that topic's next refresh;
+- the client side's 120 s idle close (NettyRemotingClient.java:185, 684-689,
+  `clientChannelMaxIdleTimeSeconds`) is not modelled: a running consumer
+  writes at least every heartbeat interval, so it would not fire.
 """
 
 from __future__ import annotations
@@ -41,6 +65,16 @@ from lab_cluster.wire import DuplexClient, WireError
 from .rebalance import MessageQueue, OffsetNotFound
 
 Address = tuple[str, int]
+
+# What each request waits for, as RocketMQ 4.9.8's client; the rest wait `mqClientApiTimeout` (3 000 ms).
+#: `DefaultMQPushConsumerImpl.CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND`: a pull (async: a timeout fails only the pull)
+PULL_TIMEOUT_MS = 30_000
+#: `RemoteBrokerOffsetStore.fetchConsumeOffsetFromBroker` (1000 * 5)
+QUERY_CONSUMER_OFFSET_TIMEOUT_MS = 5_000
+#: `MQAdminImpl.timeoutMillis`, the max offset's
+MAX_OFFSET_TIMEOUT_MS = 6_000
+#: `RebalanceImpl.lock`/`lockAll`/`unlock`/`unlockAll`: LOCK_BATCH_MQ and UNLOCK_BATCH_MQ
+LOCK_TIMEOUT_MS = 1_000
 
 
 def broker_name(broker_id: int | str) -> str:
@@ -62,6 +96,7 @@ class MQClientInstance:
         self.on_notify = on_notify
         self.rng = rng or random.Random()
         self._lock = threading.Lock()
+        self._heartbeat_lock = threading.Lock()  # `lockHeartbeat`: a heartbeat already under way is not repeated
         self.broker_addr_table: dict[str, Address] = {}  # broker name -> address, of the routes it knows
         self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}  # topic -> its queues (readable brokers)
         self._channels: dict[str, DuplexClient] = {}
@@ -109,38 +144,70 @@ class MQClientInstance:
             self.trace.record("notified", member=self.client_id, broker=name, group=frame.get("consumer_group"))
             self.on_notify(name)
 
-    def _call(self, name: str, api: str, **body) -> dict:
-        """One request to broker `name`; its RocketMQ answer, or BrokerRefused / ConnectionError."""
+    def _call(self, name: str, api: str, *, timeout_ms: int | None = None, **body) -> dict:
+        """One synchronous request to broker `name` (`invokeSync`: a timeout closes the channel); its RocketMQ
+        answer, or BrokerRefused / ConnectionError. `timeout_ms`: `mqClientApiTimeout` unless given."""
+        timeout_s = self.timeout_s if timeout_ms is None else timeout_ms / 1000
         try:
-            answer = self._channel(name).call(api, **body)
+            answer = self._channel(name).call(api, timeout_s=timeout_s, **body)
         except WireError as exc:
             raise BrokerRefused(f"{api}: {exc}") from None
+        return self._checked(answer)
+
+    @staticmethod
+    def _checked(answer: dict) -> dict:
         if answer.get("code", "SUCCESS") not in ("SUCCESS",):
             raise BrokerRefused(answer.get("code"))
         return answer
+
+    def _oneway(self, name: str, api: str, on_outcome: Callable[[str, str], None], **body) -> None:
+        """`invokeOneway`: send and go on; nothing waits, so nothing times out or closes the channel. The lab's
+        broker answers anyway, and only for the trace: `on_outcome("accepted" | "failed", error)` on the
+        channel's reader thread. Raises ConnectionError if it cannot be sent."""
+        def answered(frame: dict | None) -> None:
+            if frame is None:
+                on_outcome("failed", "ConnectionError: the channel closed before the broker's answer came")
+            elif frame.get("error_code", 0) != 0:
+                on_outcome("failed", f"BrokerRefused: {frame.get('error')}: {frame.get('message', '')}")
+            elif frame.get("code", "SUCCESS") != "SUCCESS":
+                on_outcome("failed", f"BrokerRefused: {frame.get('code')}")
+            else:
+                on_outcome("accepted", "NONE")
+        self._channel(name).send_oneway(api, on_answer=answered, **body)
 
     def _failed(self, api: str, broker: str, exc: Exception) -> None:
         self.trace.record("rocketmq_request_failed", member=self.client_id, api=api, broker=broker,
                           error=f"{exc.__class__.__name__}: {exc}")
 
     # -- membership -----------------------------------------------------------------------
-    def send_heartbeat_to_all_brokers(self, group: str, topics: dict[str, int]) -> int:
-        """HEART_BEAT (this client's one ConsumerData) to every broker of the route; how many answered."""
-        answered = 0
-        for name in self.route_brokers():
-            try:
-                self._call(name, "HEART_BEAT", client_id=self.client_id,
-                           consumer_data=[{"group": group, "topics": topics}])
-                answered += 1
-            except (ConnectionError, BrokerRefused) as exc:
-                self._failed("HEART_BEAT", name, exc)  # RocketMQ logs it; the next tick tries again
-        return answered
+    def send_heartbeat_to_all_brokers(self, group: str, topics: dict[str, int]) -> int | None:
+        """HEART_BEAT (this client's one ConsumerData) to every broker of the route; how many answered, or None
+        if another thread's heartbeat was under way (`sendHeartbeatToAllBrokerWithLock`'s tryLock fails: "lock
+        heartBeat, but failed", and this one is not sent)."""
+        if not self._heartbeat_lock.acquire(blocking=False):
+            self.trace.record("rocketmq_request_failed", member=self.client_id, api="HEART_BEAT", broker="(all)",
+                              error="lock heartBeat, but failed: another heartbeat is under way")
+            return None
+        try:
+            answered = 0
+            for name in self.route_brokers():
+                try:
+                    self._call(name, "HEART_BEAT", client_id=self.client_id,
+                               consumer_data=[{"group": group, "topics": topics}])
+                    answered += 1
+                except (ConnectionError, BrokerRefused) as exc:
+                    self._failed("HEART_BEAT", name, exc)  # RocketMQ logs it; the next tick tries again
+            return answered
+        finally:
+            self._heartbeat_lock.release()
 
     def find_consumer_id_list(self, topic: str, group: str) -> tuple[str | None, list[str] | None]:
         """(the broker asked, its id list), or (broker, None) when it failed: `findBrokerAddrByTopic` picks one
-        broker of the topic's route at random."""
-        with self._lock:
-            names = sorted({mq[1] for mq in self.topic_subscribe_info.get(topic, ())})
+        broker of the topic's route at random; with none, the route is refreshed and asked again
+        (`findConsumerIdList`)."""
+        names = self._topic_brokers(topic)
+        if not names and self.update_route(topic):
+            names = self._topic_brokers(topic)
         if not names:
             return None, None
         name = self.rng.choice(names)
@@ -150,6 +217,10 @@ class MQClientInstance:
         except (ConnectionError, BrokerRefused) as exc:
             self._failed("GET_CONSUMER_LIST_BY_GROUP", name, exc)
             return name, None
+
+    def _topic_brokers(self, topic: str) -> list[str]:
+        with self._lock:
+            return sorted({mq[1] for mq in self.topic_subscribe_info.get(topic, ())})
 
     def unregister_client(self, group: str) -> None:
         for name in self.route_brokers():
@@ -161,49 +232,70 @@ class MQClientInstance:
     # -- rebalance.Broker: offsets and locks at the queue's broker ------------------------------
     def query_offset(self, group: str, mq: MessageQueue) -> int:
         try:
-            return int(self._call(mq[1], "QUERY_CONSUMER_OFFSET", consumer_group=group, topic=mq[0],
-                                  queue_id=mq[2])["offset"])
+            return int(self._call(mq[1], "QUERY_CONSUMER_OFFSET", timeout_ms=QUERY_CONSUMER_OFFSET_TIMEOUT_MS,
+                                  consumer_group=group, topic=mq[0], queue_id=mq[2])["offset"])
         except BrokerRefused:
             raise OffsetNotFound(mq) from None  # QUERY_NOT_FOUND: RocketMQ's readOffset answers -1
 
     def max_offset(self, mq: MessageQueue) -> int:
         try:
-            return int(self._channel(mq[1]).call("ListOffsets", topic=mq[0], partition=mq[2],
-                                                 which="latest")["offset"])
+            return int(self._channel(mq[1]).call("ListOffsets", timeout_s=MAX_OFFSET_TIMEOUT_MS / 1000, topic=mq[0],
+                                                 partition=mq[2], which="latest")["offset"])
         except WireError as exc:
             raise ConnectionError(f"max offset of {mq}: {exc}") from None
 
-    def persist_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
-        """`updateConsumeOffsetToBroker`. Raises ConnectionError or BrokerRefused (the caller traces it)."""
-        self._call(mq[1], "UPDATE_CONSUMER_OFFSET", consumer_group=group, topic=mq[0], queue_id=mq[2],
-                   commit_offset=offset)
+    def persist_offset(self, group: str, mq: MessageQueue, offset: int,
+                       on_outcome: Callable[[str, str], None]) -> None:
+        """`updateConsumeOffsetToBroker(mq, offset, isOneway=true)`: oneway, so it never waits, times out or
+        closes the channel; `on_outcome` hears the broker's answer (see `_oneway`). Raises ConnectionError if it
+        cannot be sent."""
+        self._oneway(mq[1], "UPDATE_CONSUMER_OFFSET", on_outcome, consumer_group=group, topic=mq[0],
+                     queue_id=mq[2], commit_offset=offset)
 
-    def lock_batch(self, group: str, name: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
+    def lock_batch(self, group: str, name: str, mqs: list[MessageQueue]) -> set[MessageQueue] | None:
+        """LOCK_BATCH_MQ (1 000 ms): the queues the broker granted, or None if it could not be asked."""
         try:
-            answer = self._call(name, "LOCK_BATCH_MQ", consumer_group=group, client_id=self.client_id,
-                                mq_set=[list(mq) for mq in mqs])
+            answer = self._call(name, "LOCK_BATCH_MQ", timeout_ms=LOCK_TIMEOUT_MS, consumer_group=group,
+                                client_id=self.client_id, mq_set=[list(mq) for mq in mqs])
         except (ConnectionError, BrokerRefused) as exc:
             self._failed("LOCK_BATCH_MQ", name, exc)
-            return set()
+            return None
         return {tuple(mq) for mq in answer.get("lock_ok_mq_set", [])}
 
     def lock(self, group: str, mq: MessageQueue, client_id: str) -> bool:
-        return mq in self.lock_batch(group, mq[1], [mq])
+        return mq in (self.lock_batch(group, mq[1], [mq]) or ())
 
     def unlock(self, group: str, mq: MessageQueue, client_id: str) -> None:
+        """`RebalanceImpl.unlock(mq, oneway=true)`, as a queue is let go."""
+        def outcome(result: str, error: str) -> None:
+            if result != "accepted":
+                self._failed("UNLOCK_BATCH_MQ", mq[1], ConnectionError(error))
         try:
-            self._call(mq[1], "UNLOCK_BATCH_MQ", consumer_group=group, client_id=client_id, mq_set=[list(mq)])
-        except (ConnectionError, BrokerRefused) as exc:
+            self._oneway(mq[1], "UNLOCK_BATCH_MQ", outcome, consumer_group=group, client_id=client_id,
+                         mq_set=[list(mq)])
+        except ConnectionError as exc:
             self._failed("UNLOCK_BATCH_MQ", mq[1], exc)
+
+    def unlock_batch(self, group: str, name: str, mqs: list[MessageQueue]) -> None:
+        """`RebalanceImpl.unlockAll(oneway=false)`, at shutdown: one UNLOCK_BATCH_MQ per broker, 1 000 ms."""
+        try:
+            self._call(name, "UNLOCK_BATCH_MQ", timeout_ms=LOCK_TIMEOUT_MS, consumer_group=group,
+                       client_id=self.client_id, mq_set=[list(mq) for mq in mqs])
+        except (ConnectionError, BrokerRefused) as exc:
+            self._failed("UNLOCK_BATCH_MQ", name, exc)
 
     # -- messages ----------------------------------------------------------------------------------
     def pull(self, mq: MessageQueue, offset: int, max_records: int) -> list[dict]:
-        """The records of `mq` from `offset` (Fetch on its broker, no wait); [] if it cannot be reached."""
+        """The records of `mq` from `offset` (Fetch on its broker, no wait), or ConnectionError / BrokerRefused.
+
+        As RocketMQ's pull (`CommunicationMode.ASYNC`, 30 000 ms): a timeout fails this pull only and leaves
+        the channel open (`invokeAsync`); the caller pulls the queue again later."""
         try:
-            return self._channel(mq[1]).call("Fetch", topic=mq[0], partition=mq[2], offset=offset,
-                                             max_records=max_records, max_wait_ms=0)["records"]
-        except (ConnectionError, WireError):
-            return []
+            return self._channel(mq[1]).call("Fetch", timeout_s=PULL_TIMEOUT_MS / 1000, close_on_timeout=False,
+                                             topic=mq[0], partition=mq[2], offset=offset, max_records=max_records,
+                                             max_wait_ms=0)["records"]
+        except WireError as exc:
+            raise BrokerRefused(f"Fetch: {exc}") from None
 
     def close(self) -> None:
         with self._lock:

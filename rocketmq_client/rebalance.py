@@ -13,10 +13,12 @@ consumer rebalances each topic it subscribes (`rebalance_by_topic`)::
 
 1. **remove**: each queue it holds that is not in the share is marked dropped
    and handed to `remove_unnecessary` (persist its offset, oneway, and forget
-   it; an orderly consumer also unlocks it at the broker, and keeps it while a
-   batch is being consumed: it is removed at a later rebalance). A push
-   consumer also drops a queue nobody pulled for 120 s (`PULL_MAX_IDLE_TIME`,
-   logged as "[BUG] pull is pause"), to add it again at the next rebalance.
+   it; an orderly consumer also unlocks it at the broker once the message being
+   consumed is done, waiting up to 1 s for it, else keeps it: it is removed at
+   a later rebalance). A push consumer also drops a queue nobody pulled for
+   120 s (`PULL_MAX_IDLE_TIME`, logged as "[BUG] pull is pause"); step 2 of the
+   same pass then finds it missing and makes it anew, from the offset it just
+   persisted (RebalanceImpl.java:347-369).
 2. **add**: each queue of the share it does not hold: an orderly consumer
    first locks it at the broker (refused: skipped this round); its start
    offset is computed (`compute_pull_from_where`); a failure skips it this
@@ -47,6 +49,7 @@ the broker c1 asked already knew::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -58,6 +61,8 @@ MessageQueue = tuple[str, str, int]  # (topic, broker name, queue id): RocketMQ'
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 #: `ProcessQueue.PULL_MAX_IDLE_TIME` (`rocketmq.client.pull.pullMaxIdleTime`)
 PULL_MAX_IDLE_TIME_MS = 120_000
+#: `RebalancePushImpl.removeUnnecessaryMessageQueue`: an orderly consumer waits this long for the consume lock
+CONSUME_LOCK_WAIT_MS = 1_000
 #: `consumeFromWhere` values the lab models (`CONSUME_FROM_LAST_OFFSET` is the push consumer's default)
 CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET"
 
@@ -84,8 +89,16 @@ class ProcessQueue:
     last_pull_ms: int
     dropped: bool = False
     locked: bool = True  # RocketMQ sets it for every new process queue; orderly consumers renew it
-    consuming: bool = False  # an orderly batch holds the consume lock
     last_lock_ms: int = 0  # `lastLockTimestamp`: when the broker last granted its lock (orderly)
+    # the queue's `PullRequest`, which the lab keeps here: when its next pull is due (`executePullRequestLater`),
+    # and, orderly, whether its first pull since it was made re-read the offset from the broker
+    next_pull_ms: int = 0
+    previously_locked: bool = False
+    #: whether the offset store holds it (RemoteBrokerOffsetStore's `offsetTable`): once read from the broker's
+    #: store, or after the queue's first pull result; only such a queue's offset is persisted
+    in_offset_table: bool = False
+    #: `consumeLock`: held while one message is consumed (orderly: a queue is let go only between messages)
+    consume_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def pull_expired(self, now_ms: int) -> bool:
         return now_ms - self.last_pull_ms > PULL_MAX_IDLE_TIME_MS
@@ -105,9 +118,11 @@ class RebalanceOutcome:
 class RebalanceImpl:
     def __init__(self, group: str, client_id: str, broker: Broker, *,
                  strategy: Callable[[str, list, list], list] = averagely, orderly: bool = False,
-                 consume_from_where: str = CONSUME_FROM_LAST_OFFSET, clock: Callable[[], int] = monotonic_ms):
+                 consume_from_where: str = CONSUME_FROM_LAST_OFFSET, clock: Callable[[], int] = monotonic_ms,
+                 consume_lock_wait_ms: int = CONSUME_LOCK_WAIT_MS):
         self.group, self.client_id, self.broker = group, client_id, broker
         self.strategy, self.orderly, self.consume_from_where, self.clock = strategy, orderly, consume_from_where, clock
+        self.consume_lock_wait_ms = consume_lock_wait_ms
         self.table: dict[MessageQueue, ProcessQueue] = {}  # `processQueueTable`
 
     def rebalance_by_topic(self, topic: str, mq_set: Iterable[MessageQueue] | None,
@@ -143,39 +158,49 @@ class RebalanceImpl:
                 outcome.skipped.append(mq)  # "add a new mq failed ... because lock failed"
                 continue
             try:
-                offset = self.compute_pull_from_where(mq)
+                offset, stored = self.pull_from_where(mq)
             except (OSError, OffsetNotFound):
-                offset = -1
+                offset, stored = -1, False
             if offset < 0:
                 outcome.skipped.append(mq)  # "add new mq failed": tried again at the next rebalance
                 continue
-            self.table[mq] = ProcessQueue(offset, last_pull_ms=now, last_lock_ms=now)
+            self.table[mq] = ProcessQueue(offset, last_pull_ms=now, last_lock_ms=now, in_offset_table=stored)
             outcome.added.append(mq)
             outcome.changed = True
         return outcome
 
     def remove_unnecessary(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         """`RebalancePushImpl.removeUnnecessaryMessageQueue`: persist the offset (oneway) and forget it; an
-        orderly consumer unlocks the queue at the broker, unless a batch is being consumed (then False: the
-        queue stays, dropped, until a later rebalance)."""
-        self.broker.persist_offset(self.group, mq, pq.offset)
+        orderly consumer waits up to 1 000 ms for the message being consumed (the consume lock) and unlocks the
+        queue at the broker, or, if that message is not done, returns False: the queue stays, dropped, until a
+        later rebalance. (Marked dropped first, the queue's next message is not consumed.)"""
+        if pq.in_offset_table:  # `RemoteBrokerOffsetStore.persist`: only a queue its offset table holds
+            self.broker.persist_offset(self.group, mq, pq.offset)
         if not self.orderly:
             return True
-        if pq.consuming:  # "[WRONG] mq is consuming, so can not unlock it"
-            return False
-        self.broker.unlock(self.group, mq, self.client_id)
+        if not pq.consume_lock.acquire(timeout=self.consume_lock_wait_ms / 1000):
+            return False  # "[WRONG] mq is consuming, so can not unlock it"
+        try:
+            self.broker.unlock(self.group, mq, self.client_id)
+        finally:
+            pq.consume_lock.release()
         return True
 
     def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """`computePullFromWhereWithException`: the stored offset; none stored: the end of the queue
         (CONSUME_FROM_LAST_OFFSET; 0 for a retry topic) or its start (CONSUME_FROM_FIRST_OFFSET). A broker
         that cannot be asked raises (OSError): the queue is skipped this round."""
+        return self.pull_from_where(mq)[0]
+
+    def pull_from_where(self, mq: MessageQueue) -> tuple[int, bool]:
+        """(`compute_pull_from_where`, whether it was the stored offset: `readOffset(READ_FROM_STORE)` puts it in
+        the offset table, a computed start does not)."""
         try:
-            return self.broker.query_offset(self.group, mq)
+            return self.broker.query_offset(self.group, mq), True
         except OffsetNotFound:
             if self.consume_from_where == CONSUME_FROM_FIRST_OFFSET or mq[0].startswith(RETRY_GROUP_TOPIC_PREFIX):
-                return 0
-            return self.broker.max_offset(mq)
+                return 0, False
+            return self.broker.max_offset(mq), False
 
 
 class MemoryBroker:

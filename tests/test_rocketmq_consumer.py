@@ -145,3 +145,191 @@ def test_orderly_consumers_hold_their_queues_locks_at_the_broker(cluster, group)
             assert answer["lock_ok_mq_set"] == [], (consumer.client_id, mq)
     wait_for(lambda: {p for n in ("c1", "c2") for p in {e["partition"] for e in events(cluster, n, "processed")}}
              == set(range(PARTITIONS)), "both to consume every queue they hold")
+
+
+# -- without I/O: the pull thread, offsets and locks, on a fake instance and a fake clock ----------------------
+
+class FakeTrace:
+    def __init__(self, on_record=None):
+        self.events, self.on_record = [], on_record or (lambda kind, fields: None)
+
+    def record(self, kind, **fields):
+        self.events.append((kind, fields))
+        self.on_record(kind, fields)
+
+    def kinds(self, kind):
+        return [f for k, f in self.events if k == kind]
+
+
+class FakeInstance:
+    """What the consumer asks of `MQClientInstance`, in memory: pulls that fail for some queues, locks, offsets."""
+
+    def __init__(self, records=None, failing=(), locks=None, stored=None):
+        self.records, self.failing, self.locks, self.stored = dict(records or {}), set(failing), locks, stored or {}
+        self.pulls, self.lock_calls = [], []
+
+    def pull(self, mq, offset, max_records):
+        self.pulls.append((mq, offset))
+        if mq in self.failing:
+            raise ConnectionError("no answer within 30 s")
+        return [r for r in self.records.get(mq, []) if r["offset"] >= offset][:max_records]
+
+    def lock(self, group, mq, client_id):
+        self.lock_calls.append(mq)
+        return self.locks is not None and mq in self.locks
+
+    def lock_batch(self, group, name, mqs):
+        return None if self.locks is None else {mq for mq in mqs if mq in self.locks}
+
+    def query_offset(self, group, mq):
+        from rocketmq_client.rebalance import OffsetNotFound
+        if mq not in self.stored:
+            raise OffsetNotFound(mq)
+        return self.stored[mq]
+
+    def max_offset(self, mq):
+        return 0
+
+    def persist_offset(self, group, mq, offset, on_outcome):
+        on_outcome("accepted", "NONE")  # the broker's answer, which the oneway request does not wait for
+
+
+def offline_consumer(monkeypatch, instance, trace=None, **overrides):
+    from lab_cluster.clock import FakeClock
+
+    clock = FakeClock(start_ms=1_000_000)
+    monkeypatch.setattr("rocketmq_client.consumer.monotonic_ms", clock)
+    config = ClientConfig.from_dict({"consumerGroup": GROUP, "namesrvAddr": "127.0.0.1:1", "instanceName": "c1",
+                                     **overrides})
+    consumer = PushConsumer(config, ["t"], trace or FakeTrace())
+    consumer.instance = instance
+    return consumer, clock
+
+
+def mq(q):
+    return ("t", "broker-1", q)
+
+
+def add(consumer, q, offset=0, now=1_000_000):
+    from rocketmq_client.rebalance import ProcessQueue
+    consumer.rebalance_impl.table[mq(q)] = pq = ProcessQueue(offset, last_pull_ms=now, last_lock_ms=now)
+    return pq
+
+
+def test_a_failed_pull_is_pulled_again_1_s_later_and_the_other_queues_go_on(monkeypatch):
+    """PullCallback.onException: executePullRequestLater(pullTimeDelayMillsWhenException = 1000)."""
+    from rocketmq_client.consumer import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+
+    instance = FakeInstance(records={mq(1): [{"offset": 0}, {"offset": 1}]}, failing={mq(0)})
+    consumer, clock = offline_consumer(monkeypatch, instance)
+    failed, ok = add(consumer, 0), add(consumer, 1)
+    assert consumer._pull_round()
+    assert failed.next_pull_ms == clock() + PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION and ok.offset == 2
+    assert [f["api"] for f in consumer.trace.kinds("rocketmq_request_failed")] == ["PULL_MESSAGE"]
+    clock.advance(PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION - 1)
+    consumer._pull_round()
+    assert [p[0] for p in instance.pulls].count(mq(0)) == 1  # not yet due
+    clock.advance(1)
+    consumer._pull_round()
+    assert [p[0] for p in instance.pulls].count(mq(0)) == 2
+
+
+def test_an_offset_update_does_not_wait_and_is_traced_when_the_broker_answers(monkeypatch):
+    consumer, _ = offline_consumer(monkeypatch, FakeInstance())
+    add(consumer, 0, offset=7).in_offset_table = True
+    add(consumer, 1, offset=9)  # not pulled yet: not in the offset table, not persisted
+    consumer._persist_all("interval")
+    assert [(f["offset"], f["outcome"], f["why"]) for f in consumer.trace.kinds("commit")] == [(7, "accepted",
+                                                                                                  "interval")]
+
+
+def test_orderly_a_queue_not_locked_is_tried_again_1_s_later_and_counts_as_pulled(monkeypatch):
+    """DefaultMQPushConsumerImpl.pullMessage: `lastPullTimestamp` first, then "pull message later because not
+    locked in broker": such a queue is never dropped as pull-expired."""
+    consumer, clock = offline_consumer(monkeypatch, FakeInstance(), messageListener="orderly")
+    pq = add(consumer, 0, now=clock() - 200_000)
+    pq.locked = False
+    assert not consumer._pull_round()
+    assert pq.last_pull_ms == clock() and pq.next_pull_ms == clock() + 1_000 and not consumer.instance.pulls
+
+
+def test_orderly_the_first_pull_after_locking_reads_the_offset_from_the_broker(monkeypatch):
+    """"the first time to pull message, so fix offset from broker" (previouslyLocked)."""
+    instance = FakeInstance(records={mq(0): [{"offset": o} for o in range(50)]}, locks={mq(0)},
+                            stored={mq(0): 40})
+    consumer, _ = offline_consumer(monkeypatch, instance, messageListener="orderly")
+    pq = add(consumer, 0, offset=10)  # the offset it computed when it added the queue; the broker's moved since
+    consumer._pull_round()
+    assert instance.pulls[0] == (mq(0), 40) and pq.previously_locked and pq.offset == 50
+    consumer._pull_round()
+    assert instance.pulls[1] == (mq(0), 50)  # read once only
+
+
+def test_orderly_the_lock_is_checked_before_every_message(monkeypatch):
+    """ConsumeMessageOrderlyService: a lock lost in the middle of a batch stops it at the next message; it is
+    locked again (`lockOneMQ`) or consumed 3 s later, from the consumed offset."""
+    from rocketmq_client.consumer import RECONSUME_LATER_WHEN_NOT_LOCKED_MS
+
+    def lose_lock(kind, fields):
+        if kind == "processed" and fields["offset"] == 1:
+            pq.locked = False  # a renewal the broker refused, meanwhile
+
+    instance = FakeInstance(records={mq(0): [{"offset": o} for o in range(5)]}, locks=set(), stored={mq(0): 0})
+    consumer, clock = offline_consumer(monkeypatch, instance, trace=FakeTrace(lose_lock), messageListener="orderly")
+    pq = add(consumer, 0)
+    consumer._pull_round()
+    assert [f["offset"] for f in consumer.trace.kinds("processed")] == [0, 1] and pq.offset == 2
+    assert instance.lock_calls == [mq(0)] and pq.next_pull_ms == clock() + RECONSUME_LATER_WHEN_NOT_LOCKED_MS
+    instance.locks = {mq(0)}
+    clock.advance(RECONSUME_LATER_WHEN_NOT_LOCKED_MS)
+    pq.locked, pq.last_lock_ms = True, clock() - 30_001  # locked, but not renewed for more than 30 s
+    consumer._pull_round()
+    assert pq.offset == 5 and pq.last_lock_ms == clock()  # locked again at once, the batch consumed
+
+
+def test_orderly_a_renewal_that_fails_leaves_the_queues_as_they_were(monkeypatch):
+    """RebalanceImpl.lockAll: an exception is logged and marks nothing; a refusal marks the queue unlocked."""
+    instance = FakeInstance(locks=None)
+    consumer, clock = offline_consumer(monkeypatch, instance, messageListener="orderly")
+    pq = add(consumer, 0)
+    clock.advance(20_000)
+    consumer._lock_all()
+    assert pq.locked and pq.last_lock_ms == clock() - 20_000
+    instance.locks = set()
+    consumer._lock_all()
+    assert not pq.locked
+
+
+def test_each_request_waits_as_long_as_rocketmq_s_and_a_pull_never_closes_its_channel():
+    from rocketmq_client.instance import MQClientInstance
+
+    class Channel:
+        def __init__(self):
+            self.calls, self.oneway = [], []
+
+        def call(self, api, timeout_s=None, close_on_timeout=True, **body):
+            self.calls.append((api, timeout_s, close_on_timeout))
+            return {"code": "SUCCESS", "offset": 3, "records": [], "lock_ok_mq_set": [], "consumer_id_list": ["c"]}
+
+        def send_oneway(self, api, on_answer, **body):
+            self.oneway.append(api)
+            on_answer({"correlation_id": 1, "error_code": 0, "code": "SUCCESS"})
+
+    instance = MQClientInstance("c", [], FakeTrace(), timeout_ms=3000, on_notify=lambda broker: None)
+    instance._channels["broker-1"] = channel = Channel()
+    instance.broker_addr_table["broker-1"] = ("127.0.0.1", 1)
+    instance.topic_subscribe_info["t"] = {mq(0)}
+    instance.pull(mq(0), 0, 32)
+    instance.query_offset("g", mq(0))
+    instance.max_offset(mq(0))
+    instance.lock_batch("g", "broker-1", [mq(0)])
+    instance.unlock_batch("g", "broker-1", [mq(0)])
+    instance.send_heartbeat_to_all_brokers("g", {"t": 1})
+    instance.find_consumer_id_list("t", "g")
+    assert channel.calls == [("Fetch", 30.0, False), ("QUERY_CONSUMER_OFFSET", 5.0, True),
+                             ("ListOffsets", 6.0, True), ("LOCK_BATCH_MQ", 1.0, True), ("UNLOCK_BATCH_MQ", 1.0, True),
+                             ("HEART_BEAT", 3.0, True), ("GET_CONSUMER_LIST_BY_GROUP", 3.0, True)]
+    outcomes = []
+    instance.persist_offset("g", mq(0), 5, lambda outcome, error: outcomes.append(outcome))
+    instance.unlock("g", mq(0), "c")  # as a queue is let go: oneway
+    assert channel.oneway == ["UPDATE_CONSUMER_OFFSET", "UNLOCK_BATCH_MQ"] and outcomes == ["accepted"]

@@ -70,27 +70,28 @@ def test_a_removed_queue_persists_its_offset_and_anyone_may_have_taken_it_meanwh
     broker = MemoryBroker()
     c1, c2 = RebalanceImpl("g", "c1", broker), RebalanceImpl("g", "c2", broker)
     c1.rebalance_by_topic("t", QUEUES, ["c1"])
-    c1.table[mq(5)].offset = 40
+    c1.table[mq(5)].offset, c1.table[mq(5)].in_offset_table = 40, True  # as after its first pull
     # c2 joined; c2 read [c1, c2] and takes 3-5 before c1 (still on [c1]) rebalances: queue 5 is both's
     c2.rebalance_by_topic("t", QUEUES, ["c1", "c2"])
     assert set(c1.table) & set(c2.table) == {mq(3), mq(4), mq(5)}
     c1.rebalance_by_topic("t", QUEUES, ["c1", "c2"])
     assert broker.offsets[("g", mq(5))] == 40  # persisted on removal (oneway, accepted from anyone)
+    assert ("g", mq(4)) not in broker.offsets  # never pulled, not in the offset table: nothing to persist
     assert not set(c1.table) & set(c2.table)
 
 
 def test_orderly_consumers_lock_before_adding_and_keep_a_queue_being_consumed():
     broker = MemoryBroker()
-    c1 = RebalanceImpl("g", "c1", broker, orderly=True)
+    c1 = RebalanceImpl("g", "c1", broker, orderly=True, consume_lock_wait_ms=10)
     c2 = RebalanceImpl("g", "c2", broker, orderly=True)
     c1.rebalance_by_topic("t", QUEUES, ["c1"])
     outcome = c2.rebalance_by_topic("t", QUEUES, ["c1", "c2"])  # c1 still holds every lock
     assert outcome.added == [] and outcome.skipped == [mq(3), mq(4), mq(5)]
-    c1.table[mq(4)].consuming = True  # a batch holds the consume lock
+    c1.table[mq(4)].consume_lock.acquire()  # a message is being consumed (past the 1 s wait)
     outcome = c1.rebalance_by_topic("t", QUEUES, ["c1", "c2"])
     assert outcome.removed == [mq(3), mq(5)] and c1.table[mq(4)].dropped  # kept, dropped, until later
     assert c2.rebalance_by_topic("t", QUEUES, ["c1", "c2"]).added == [mq(3), mq(5)]
-    c1.table[mq(4)].consuming = False
+    c1.table[mq(4)].consume_lock.release()
     c1.rebalance_by_topic("t", QUEUES, ["c1", "c2"])
     assert c2.rebalance_by_topic("t", QUEUES, ["c1", "c2"]).added == [mq(4)]
 
@@ -100,7 +101,7 @@ def test_a_queue_nobody_pulled_for_120_s_is_dropped_and_made_anew_in_the_same_re
     broker = MemoryBroker()
     c1 = RebalanceImpl("g", "c1", broker, clock=clock)
     c1.rebalance_by_topic("t", {mq(0)}, ["c1"])
-    c1.table[mq(0)].offset = 9
+    c1.table[mq(0)].offset, c1.table[mq(0)].in_offset_table = 9, True
     clock.advance(PULL_MAX_IDLE_TIME_MS)
     assert not c1.rebalance_by_topic("t", {mq(0)}, ["c1"]).changed  # exactly 120 s: not expired
     clock.advance(1)
@@ -122,3 +123,15 @@ def test_offset_not_found_is_what_a_memory_broker_raises_for_a_new_group():
     except OffsetNotFound:
         return
     raise AssertionError("a queue without an offset must raise OffsetNotFound")
+
+
+def test_only_a_queue_the_offset_table_holds_has_its_offset_persisted():
+    """RemoteBrokerOffsetStore.persist: a stored offset read from the broker enters the offset table; a computed
+    start (no stored offset) enters it only with the queue's first pull result (the consumer's)."""
+    broker = MemoryBroker(max_offsets={mq(0): 50, mq(1): 50})
+    broker.offsets[("g", mq(0))] = 7
+    c1 = RebalanceImpl("g", "c1", broker)
+    c1.rebalance_by_topic("t", {mq(0), mq(1)}, ["c1"])
+    assert c1.table[mq(0)].in_offset_table and not c1.table[mq(1)].in_offset_table
+    c1.rebalance_by_topic("t", {mq(0), mq(1)}, ["c2"])
+    assert broker.offsets == {("g", mq(0)): 7}

@@ -253,3 +253,49 @@ def test_a_request_without_an_answer_in_time_closes_its_connection_and_the_next_
     wait_for(lambda: [ch.id for ch in closed] == [first], "the server to see the channel close", timeout_s=10)
     assert c.call("Register")["channel"] != first
     c.close()
+
+
+def test_a_request_that_may_time_out_without_closing_keeps_its_connection(channel_server):
+    """RocketMQ's `invokeAsync` (its pulls): a timed-out answer fails only its caller, the channel stays."""
+    from lab_cluster.wire import DuplexClient
+
+    srv, seen, closed = channel_server
+    release = threading.Event()
+    srv.add_api("Hold", (1,), lambda request: release.wait(10) and {})
+    ended = threading.Event()
+    c = DuplexClient("127.0.0.1", srv.port, client_id="c", on_close=ended.set)
+    first = c.call("Register")["channel"]
+    with pytest.raises(ConnectionError, match="no answer within"):
+        c.request("Hold", timeout_s=0.3, close_on_timeout=False)
+    release.set()  # its late answer is dropped; the same channel answers the next request
+    assert c.call("Register")["channel"] == first and not ended.is_set() and not closed
+    c.close()
+
+
+def test_a_oneway_request_returns_at_once_and_its_answer_only_feeds_a_callback(channel_server):
+    """RocketMQ's `invokeOneway` (offset updates): nothing waits for the answer, so nothing closes the channel;
+    one still in flight when the connection ends is told None."""
+    from lab_cluster.wire import DuplexClient
+
+    srv, seen, closed = channel_server
+    release = threading.Event()
+    srv.add_api("Hold", (1,), lambda request: release.wait(10) and {"held": True})
+    c = DuplexClient("127.0.0.1", srv.port, client_id="c")
+    first = c.call("Register")["channel"]
+    answers, got = [], threading.Event()
+
+    def on_answer(frame):
+        answers.append(frame)
+        got.set()
+
+    c.send_oneway("Hold", on_answer=on_answer)  # the server holds it: this returns anyway
+    assert not answers
+    release.set()
+    assert got.wait(5) and answers[0]["held"] and c.call("Register")["channel"] == first
+    release.clear()
+    got.clear()
+    c.send_oneway("Hold", on_answer=on_answer)
+    seen["c"].close()  # the server ends the channel before it answers
+    assert got.wait(5) and answers[-1] is None
+    release.set()
+    c.close()

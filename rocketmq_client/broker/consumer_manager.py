@@ -15,8 +15,9 @@ brokers' tables agree. Membership changes by four roads:
   group's topic set changed, and the group's notify flag is on.
 - `unregister_consumer` (UNREGISTER_CLIENT, a clean shutdown): the channel is
   removed. CHANGE if the group's notify flag is on.
-- `do_channel_close_event` (the connection closed, broke, or idled 120 s):
-  the channel is removed from every group. CHANGE always.
+- `do_channel_close_event` (the connection closed or broke): the channel
+  is removed from every group. CHANGE always. (In RocketMQ also when it
+  idled 120 s, below.)
 - `scan_not_active_channel` (every 10 s): a channel without a heartbeat for
   more than 120 s is closed and removed. **No CHANGE**: the others learn at
   their next periodic rebalance (20 s).
@@ -48,7 +49,18 @@ Worked example: c1 and c2 heartbeat; c2 then falls silent::
     >>> len([e for e in events if e[0] == "CHANGE"])
     2
 
-Departures from RocketMQ, stated: the REGISTER event (which only feeds the
+Departures from RocketMQ, stated: RocketMQ's broker also closes a channel
+with no traffic either way for 120 s (NettyRemotingServer.java:215, 479-485,
+`serverChannelMaxIdleTimeSeconds`), a channel close and so a CHANGE
+(ClientHousekeepingService.java:80-84); the lab's broker does not, as only
+the wire server sees a channel's every frame (`lab_cluster/wire.py`, not
+this plug-in's). A live consumer pulls all the time, so this matters only
+for one cut off without a close: there the silent scan drops it (120 s
+after its last heartbeat, checked every 10 s) and nobody is told, where in
+RocketMQ the idle close (120 s after its last frame, a pull at most moments
+before the cut) may come first and tell the group at once; the survivors
+of a cut then take its queues at their next 20 s rebalance rather than on a
+push. The REGISTER event (which only feeds the
 broker's filter server) and the consume type, message model and
 consume-from-where a group records are left out; a subscription is its topic
 and `sub_version` (tags and expressions are not modelled).
