@@ -124,6 +124,10 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("tubemq_released", ("broker", "group", "topic", "partition"),
               "a TubeMQ broker released a registration silent for 30 s (its in-flight batch rolled back)"),
     EventKind("tubemq_consumer_expired", ("broker", "node"), "a TubeMQ master removed a node silent for 30 s"),
+    EventKind("tubemq_balance", ("broker", "groups", "first"),
+              "a TubeMQ master's balancer tick over its server-balance groups (`tubemq_client/master/balancer.py`)"),
+    EventKind("tubemq_event", ("member", "event", "partitions", "rebalance_id"),
+              "a TubeMQ server-balance consumer did an event its master handed it (connect or disconnect)"),
     EventKind("produced", ("topic", "partition", "offset"), "the producer wrote one record"),
     EventKind("producer_stopped", ("produced",), "the producer stopped, with its count"),
     # -- the trial runner and the fault injector -------------------------------------------------------

@@ -217,7 +217,13 @@ BROKER = {"plugins": BROKER_PLUGINS,
 
 
 @pytest.fixture
-def cluster(zk, tmp_path):
+def broker_config() -> dict[str, str]:
+    """Extra config for the `cluster` fixture's brokers; a test module overrides this fixture to change it."""
+    return {}
+
+
+@pytest.fixture
+def cluster(zk, tmp_path, broker_config):
     """Brokers 1-3 and topic `t` with PARTITIONS partitions, in a fresh chroot; everything stopped after."""
     from lab_cluster.broker.admin import create_topic, start_broker, wait_for_metadata
 
@@ -226,7 +232,8 @@ def cluster(zk, tmp_path):
     admin.ensure_path(chroot)
     connect = zk.connect + chroot
     client = kazoo(connect)
-    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS, **BROKER)
+    brokers = {i: start_broker(i, connect, tmp_path, session_timeout_ms=SESSION_MS, plugins=BROKER["plugins"],
+                               config={**BROKER["config"], **broker_config})
                for i in (1, 2, 3)}
     create_topic(client, "t", PARTITIONS, [1, 2, 3])
     wait_for_metadata(client, "t", PARTITIONS)

@@ -4,7 +4,7 @@
 finding: every newcomer of every design processed a message after it started,
 and a RocketMQ newcomer, which waits for nobody, does so before a
 coordinator-era one, which waits for every member to rejoin. TubeMQ's
-newcomer is a replacement: node 0 departs, and a node with its `nodeId` starts.
+newcomer is a replacement: node 0 departs, and a node with its `nodeId` starts;
 """
 
 from __future__ import annotations

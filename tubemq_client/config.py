@@ -40,7 +40,7 @@ from lab_cluster.properties import (
 from .broker.offsets import READ_FROM_MAX, READ_NORMAL
 
 CONSUME_POSITIONS = {"CONSUMER_FROM_LATEST_OFFSET": READ_FROM_MAX, "CONSUMER_FROM_FIRST_OFFSET": READ_NORMAL}
-_KEYS = {"lab_processing_ms": "lab.processing.ms", "lab_brokers_via": "lab.brokers.via"}
+LAB_KEYS = {"lab_processing_ms": "lab.processing.ms", "lab_brokers_via": "lab.brokers.via"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class ConsumerConfig:
 
     @staticmethod
     def key_of(field_name: str) -> str:
-        return camel_key(field_name, _KEYS)
+        return camel_key(field_name, LAB_KEYS)
 
     @classmethod
     def from_dict(cls, props: dict) -> ConsumerConfig:

@@ -140,6 +140,13 @@ class ClientBalanceConsumer:
         self.topics = sorted(topics)
         if not 0 <= self.config.node_id < self.config.source_count:  # checked before contacting anyone
             raise StartRefused(BAD_REQUEST)
+        self._register_with_retries()
+        threading.Thread(target=self._master_heartbeats, name="tubemq-master-hb", daemon=True).start()
+        threading.Thread(target=self._broker_heartbeats, name="tubemq-broker-hb", daemon=True).start()
+
+    def _register_with_retries(self) -> None:
+        """`startMasterAndBrokerThreads`' loop: up to 5 registrations 1 s apart, whatever the refusal; raises
+        StartRefused with the last code if none succeeds."""
         code = None
         for attempt in range(1, MAX_REGISTER_RETRY_TIMES + 1):
             try:
@@ -154,8 +161,6 @@ class ClientBalanceConsumer:
                 break
         if code != SUCCESS:
             raise StartRefused(code if code is not None else 503)
-        threading.Thread(target=self._master_heartbeats, name="tubemq-master-hb", daemon=True).start()
-        threading.Thread(target=self._broker_heartbeats, name="tubemq-broker-hb", daemon=True).start()
 
     def _master_heartbeats(self) -> None:
         """`scheduleWithFixedDelay(0, heartbeatPeriodMs)`; HB_NO_NODE: the master forgot it, register again."""
@@ -321,18 +326,27 @@ class ClientBalanceConsumer:
 
 
 class BalancingNode:
-    """TubeMQ's `ClientBalanceConsumerExample` as a lab group member (`lab_cluster.family.GroupMember`)."""
+    """TubeMQ's `ClientBalanceConsumerExample` as a lab group member (`lab_cluster.family.GroupMember`).
 
-    def __init__(self, config: ConsumerConfig, topics: list[str], trace: TraceRecorder, *, name: str = "c",
+    The server-balance node (`tubemq_client/server_balance/`) is this node with another SDK and without the
+    balancing loop: `_sdk()` and `_loops()` are what it changes."""
+
+    def __init__(self, config, topics: list[str], trace: TraceRecorder, *, name: str = "c",
                  on_change: Callable[[BalancingNode], None] | None = None):
         self.config, self.topics, self.trace, self.name, self.on_change = config, sorted(topics), trace, name, on_change
-        self.sdk = ClientBalanceConsumer(config, trace, name, on_lost=self._lost)
+        self.batch_lock = threading.Lock()  # held while a fetched batch is processed and confirmed
+        self.sdk = self._sdk()
         self.state = "CREATED"
-        self.view = f"sourceCount={config.source_count}"
+        self.view = f"sourceCount={getattr(config, 'source_count', '')}"
         self.last_offsets: dict[str, int] = {}  # the example's in-memory map: the next offset per key
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=t, name=f"{n}-{name}", daemon=True)
-                         for n, t in (("balance", self._balance_loop), ("consume", self._consume_loop))]
+        self._threads = [threading.Thread(target=t, name=f"{n}-{name}", daemon=True) for n, t in self._loops()]
+
+    def _sdk(self) -> ClientBalanceConsumer:
+        return ClientBalanceConsumer(self.config, self.trace, self.name, on_lost=self._lost)
+
+    def _loops(self) -> list[tuple[str, Callable[[], None]]]:
+        return [("balance", self._balance_loop), ("consume", self._consume_loop)]
 
     @property
     def ident(self) -> str:
@@ -423,17 +437,21 @@ class BalancingNode:
             if got is None:
                 self._stop.wait(IDLE_PAUSE_S)
                 continue
-            key, records = got
-            _, topic, partition = key_parts(key)
-            for record in records:
-                if self.config.lab_processing_ms:
-                    time.sleep(self.config.lab_processing_ms / 1000)
-                self.trace.record("processed", topic=topic, partition=partition, offset=record["offset"],
-                                  member=self.ident)
-            code = self.sdk.confirm_consume(key, consumed=True)
-            self.trace.record("commit", member=self.ident, topic=topic, partition=partition,
-                              offset=records[-1]["offset"] + 1, why="confirm",
-                              outcome={SUCCESS: "accepted", UNAUTHORIZED: "fenced"}.get(code, "failed"),
-                              error=NAMES.get(code, str(code)))
-            if code == SUCCESS:
-                self.last_offsets[key] = records[-1]["offset"] + 1
+            with self.batch_lock:
+                self._process(*got)
+
+    def _process(self, key: str, records: list[dict]) -> None:
+        """The application's work on one batch, then `confirmConsume`."""
+        _, topic, partition = key_parts(key)
+        for record in records:
+            if self.config.lab_processing_ms:
+                time.sleep(self.config.lab_processing_ms / 1000)
+            self.trace.record("processed", topic=topic, partition=partition, offset=record["offset"],
+                              member=self.ident)
+        code = self.sdk.confirm_consume(key, consumed=True)
+        self.trace.record("commit", member=self.ident, topic=topic, partition=partition,
+                          offset=records[-1]["offset"] + 1, why="confirm",
+                          outcome={SUCCESS: "accepted", UNAUTHORIZED: "fenced"}.get(code, "failed"),
+                          error=NAMES.get(code, str(code)))
+        if code == SUCCESS:
+            self.last_offsets[key] = records[-1]["offset"] + 1

@@ -44,6 +44,8 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
     "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
 }
+#: TubeMQ's server balance (`tubemq-server`) is not run yet: its master leaves the members a tick does not move
+#: untouched, so the runner's test of convergence (every member heard of the change) does not apply to it
 DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
 #: TubeMQ's scenario: node 0 departs (its share then waits: the runner watches `TUBEMQ_WATCH_S`), and a
 #: replacement takes its nodeId

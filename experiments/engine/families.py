@@ -9,6 +9,7 @@ import legacy_zk
 import modern_coord
 import rocketmq_client
 import tubemq_client
+import tubemq_client.server_balance
 from lab_cluster.family import Family
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
@@ -16,8 +17,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     modern_coord.FAMILY,
     rocketmq_client.FAMILY,
     tubemq_client.FAMILY,
+    tubemq_client.server_balance.FAMILY,
 )}
 
 #: what every broker hosts besides the ZooKeeper-era broker: each family's plug-in (the coordinator era's
-#: group coordinator, as every Kafka 0.9+ broker hosts one whoever its clients are)
-BROKER_PLUGINS: tuple[str, ...] = tuple(f.broker_plugin for f in FAMILIES.values() if f.broker_plugin)
+#: group coordinator, as every Kafka 0.9+ broker hosts one whoever its clients are), each once (both TubeMQ
+#: designs use one plug-in: its broker side and its master)
+BROKER_PLUGINS: tuple[str, ...] = tuple(dict.fromkeys(f.broker_plugin for f in FAMILIES.values() if f.broker_plugin))

@@ -23,6 +23,9 @@ MECHANISM = {
     "tubemq": "no membership: each node takes its hash share of a fixed sourceCount; nobody is told or takes "
               "over; the master refuses conflicting nodes and the broker serves and commits for the holder only "
               "(`tubemq_client/`)",
+    "tubemq-server": "the master plans at its balance tick and hands each consumer one event per heartbeat, every "
+                     "release before any take; the broker fences as in client balance "
+                     "(`tubemq_client/master/balancer.py`)",
 }
 
 

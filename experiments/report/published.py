@@ -54,14 +54,24 @@ class Outcome:
 def published_summary() -> pd.DataFrame | None:
     """The stored results the published report was rendered from, or None where there is none."""
     path = SOURCES / "summary.csv"
-    return pd.read_csv(path) if path.exists() else None
+    return with_added_columns(pd.read_csv(path)) if path.exists() else None
+
+
+#: metrics added after a report was published, which only the findings of designs added with them read: a
+#: summary written before them gets them empty (`with_added_columns`) instead of being refused as older
+ADDED_LATER = ("unowned_at_end", "member_partitions")
 
 
 def missing_columns(summary: pd.DataFrame) -> list[str]:
     """The columns of today's summary that `summary` (written by an older lab, perhaps) lacks."""
     from experiments.engine.harness import SUMMARY_COLUMNS
 
-    return [c for c in SUMMARY_COLUMNS if c not in summary.columns]
+    return [c for c in SUMMARY_COLUMNS if c not in summary.columns and c not in ADDED_LATER]
+
+
+def with_added_columns(summary: pd.DataFrame) -> pd.DataFrame:
+    """`summary` with every `ADDED_LATER` column it lacks, empty."""
+    return summary.assign(**{c: float("nan") for c in ADDED_LATER if c not in summary.columns})
 
 
 def compare(summary: pd.DataFrame) -> list[Outcome]:

@@ -41,9 +41,9 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
     if missing:
         raise LabError(f"{run_dir} is not a run directory with stored results: {', '.join(missing)} missing.",
                        "Give the directory a `run` or `reproduce` wrote (it holds summary.csv), or run one.")
-    from experiments.report.published import missing_columns
+    from experiments.report.published import missing_columns, with_added_columns
 
-    summary = pd.read_csv(run_dir / "summary.csv")
+    summary = with_added_columns(pd.read_csv(run_dir / "summary.csv"))
     absent = missing_columns(summary)
     if absent:
         raise LabError(f"{run_dir / 'summary.csv'} was written by an older version of the lab: it has no "

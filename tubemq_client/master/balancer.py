@@ -73,6 +73,7 @@ class Event:
 @dataclass
 class _Consumer:
     last_heartbeat_ms: int
+    topics: tuple[str, ...] = ()
     held: set[str] | None = None  # None until its first heartbeat reports (`currentSubInfo`)
     disconnects: list[Event] = field(default_factory=list)
     connects: list[Event] = field(default_factory=list)
@@ -92,9 +93,14 @@ class ServerBalancer:
         self._lock = threading.Lock()
 
     # -- what consumers say ----------------------------------------------------------------
-    def register(self, group: str, consumer: str, now_ms: int) -> None:
+    def register(self, group: str, consumer: str, now_ms: int, topics: list[str] = ()) -> None:
         with self._lock:
-            self.groups.setdefault(group, {}).setdefault(consumer, _Consumer(now_ms))
+            self.groups.setdefault(group, {}).setdefault(consumer, _Consumer(now_ms, tuple(sorted(topics))))
+
+    def topics(self) -> dict[str, set[str]]:
+        """{group: the topics its consumers subscribe}."""
+        with self._lock:
+            return {g: {t for m in members.values() for t in m.topics} for g, members in self.groups.items()}
 
     def heartbeat(self, group: str, consumer: str, held: list[str], now_ms: int,
                   done: int | None = None) -> Event | None:
