@@ -35,7 +35,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
-from experiments.engine.finding import Finding
+from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
 NAME = "first_message"
@@ -87,13 +87,13 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     every = len(fed) > 0 and bool(fed.first_message_ms.notna().all())
     evidence = ", ".join(f"{d} {v:,.0f} ms" for d, v in medians.items()) or "no successful trial"
     out = [Finding("all-newcomers-fed", "Every newcomer of every design processed a message after it joined",
-                   every and set(medians.index) == set(DESIGNS), f"medians: {evidence}")]
+                   every and set(medians.index) == set(fed.design), f"medians: {evidence}")]
     faster = {"modern", "rocketmq"} <= set(medians.index) and medians["rocketmq"] < medians["modern"]
     out.append(Finding("rocketmq-before-modern",
                        "A RocketMQ newcomer processes its first message sooner than a coordinator-era one: it "
                        "takes its share at once, without waiting for the previous owners to let go (a JoinGroup "
                        "is answered only when every member has rejoined)", bool(faster), f"medians: {evidence}"))
-    return out
+    return of_designs_run(out, summary)
 
 
 #: 1: the joiner's wait in the ZooKeeper era, the coordinator era and RocketMQ; 2: TubeMQ's replacement node

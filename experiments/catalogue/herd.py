@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
-from experiments.engine.finding import Finding
+from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
 NAME = "herd"
@@ -151,7 +151,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            f"notifications {_series(rocket)}; {brokers} brokers; members after "
                            f"{_series(after)}"))
     out += _tubemq_findings(summary)
-    return out
+    return of_designs_run(out, summary)
 
 
 def _tubemq_findings(summary: pd.DataFrame) -> list[Finding]:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
-from experiments.engine.finding import Finding
+from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
 NAME = "split_brain"
@@ -152,7 +152,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
         "; ".join(f"{r.variant}: newcomer failures {r.rebalance_failures:.0f}, views computed {v:.0f}, "
                   f"double-owned {r.double_owned_partition_s:.1f} partition-s"
                   for r, v in zip(tube.itertuples(), views, strict=True)) or "no successful trial"))
-    return out
+    return of_designs_run(out, summary)
 
 
 def _series_s(s: pd.Series) -> str:

@@ -58,7 +58,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
-from experiments.engine.finding import Finding
+from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
 NAME = "zombie"
@@ -164,7 +164,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                        "ZooKeeper era: a zombie's accepted commit moved a committed offset backwards (in at least "
                        "one trial)", bool((legacy.offsets_moved_backwards > 0).any()),
                        _evidence(legacy, ["offsets_moved_backwards"])))
-    return out
+    return of_designs_run(out, summary)
 
 
 def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:

@@ -26,3 +26,18 @@ def by_id(findings: list[Finding]) -> dict[str, Finding]:
     if len(out) != len(findings):
         raise ValueError(f"two findings share an id: {[f.id for f in findings]}")
     return out
+
+
+
+def design_of(finding_id: str) -> str:
+    """The design a finding is about: the longest family name its id starts with, else `all`."""
+    from experiments.engine.families import FAMILIES
+
+    return max((d for d in FAMILIES if finding_id.startswith(f"{d}-")), key=len, default="all")
+
+
+def of_designs_run(findings: list[Finding], summary) -> list[Finding]:
+    """The findings about designs `summary` has trials of, and those about `all`: a run without a design states
+    nothing about it, as a run without an experiment states none of its findings."""
+    run = set(summary.design)
+    return [f for f in findings if design_of(f.id) == "all" or design_of(f.id) in run]
