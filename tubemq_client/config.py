@@ -43,29 +43,13 @@ CONSUME_POSITIONS = {"CONSUMER_FROM_LATEST_OFFSET": READ_FROM_MAX, "CONSUMER_FRO
 LAB_KEYS = {"lab_processing_ms": "lab.processing.ms", "lab_brokers_via": "lab.brokers.via"}
 
 
-@dataclass(frozen=True)
-class ConsumerConfig:
-    consumer_group: str
-    master_host_and_port: str
-    source_count: int
-    node_id: int = -2  # TubeMQ's META_VALUE_UNDEFINED: not set, which `start` refuses like any id out of range
-    consume_position: str = "CONSUMER_FROM_LATEST_OFFSET"
-    heartbeat_period_ms: int = 13000
-    part_meta_info_check_period_ms: int = 10000
-    rpc_timeout_ms: int = 15000
-    lab_processing_ms: int = 0
-    lab_brokers_via: str = ""
+class TubeClientSettings:
+    """What both TubeMQ consumers' configs share (this one and `server_balance/config.py`): key names, the
+    addresses, the first registration's `readStatus`, and the checks of the keys they have in common."""
 
     @staticmethod
     def key_of(field_name: str) -> str:
         return camel_key(field_name, LAB_KEYS)
-
-    @classmethod
-    def from_dict(cls, props: dict) -> ConsumerConfig:
-        config = cls(**field_values(cls, props, cls.key_of,
-                                    required=("consumerGroup", "masterHostAndPort", "sourceCount")))
-        config._validate()
-        return config
 
     @property
     def masters(self) -> list[tuple[str, int]]:
@@ -81,20 +65,42 @@ class ConsumerConfig:
         """The `readStatus` of a first registration (`CONSUME_MODEL_READ_FROM_MAX` from the latest offset)."""
         return CONSUME_POSITIONS[self.consume_position]
 
-    def _validate(self) -> None:
-        check_all([
+    def shared_checks(self) -> list[tuple[bool, str]]:
+        return [
             (valid_routes(self.lab_brokers_via),
              f"lab.brokers.via={self.lab_brokers_via!r} must be host:port=host:port[,...]"),
             (valid_addresses(self.master_host_and_port),
              f"masterHostAndPort={self.master_host_and_port!r} must be host:port[,host:port...]"),
-            (self.source_count > 0, "sourceCount must be > 0 (a client-balance group's node count)"),
             (self.consume_position in CONSUME_POSITIONS,
              f"consumePosition must be one of {', '.join(CONSUME_POSITIONS)}"),
             (self.heartbeat_period_ms > 0, "heartbeatPeriodMs must be > 0"),
-            (self.part_meta_info_check_period_ms > 0, "partMetaInfoCheckPeriodMs must be > 0"),
             (self.rpc_timeout_ms > 0, "rpcTimeoutMs must be > 0"),
             (self.lab_processing_ms >= 0, "lab.processing.ms must be >= 0"),
-        ])
+        ]
 
     def as_record(self) -> dict:
         return {self.key_of(k): v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class ConsumerConfig(TubeClientSettings):
+    consumer_group: str
+    master_host_and_port: str
+    source_count: int
+    node_id: int = -2  # TubeMQ's META_VALUE_UNDEFINED: not set, which `start` refuses like any id out of range
+    consume_position: str = "CONSUMER_FROM_LATEST_OFFSET"
+    heartbeat_period_ms: int = 13000
+    part_meta_info_check_period_ms: int = 10000
+    rpc_timeout_ms: int = 15000
+    lab_processing_ms: int = 0
+    lab_brokers_via: str = ""
+
+    @classmethod
+    def from_dict(cls, props: dict) -> ConsumerConfig:
+        config = cls(**field_values(cls, props, cls.key_of,
+                                    required=("consumerGroup", "masterHostAndPort", "sourceCount")))
+        check_all(config.shared_checks() + [
+            (config.source_count > 0, "sourceCount must be > 0 (a client-balance group's node count)"),
+            (config.part_meta_info_check_period_ms > 0, "partMetaInfoCheckPeriodMs must be > 0"),
+        ])
+        return config

@@ -20,23 +20,15 @@ No `sourceCount` and no `nodeId`: the master decides who takes what.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from lab_cluster.properties import (
-    camel_key,
-    check_all,
-    field_values,
-    parse_addresses,
-    parse_routes,
-    valid_addresses,
-    valid_routes,
-)
+from lab_cluster.properties import check_all, field_values
 
-from ..config import CONSUME_POSITIONS, LAB_KEYS
+from ..config import TubeClientSettings
 
 
 @dataclass(frozen=True)
-class ServerBalanceConfig:
+class ServerBalanceConfig(TubeClientSettings):
     consumer_group: str
     master_host_and_port: str
     consume_position: str = "CONSUMER_FROM_LATEST_OFFSET"
@@ -46,38 +38,9 @@ class ServerBalanceConfig:
     lab_processing_ms: int = 0
     lab_brokers_via: str = ""
 
-    @staticmethod
-    def key_of(field_name: str) -> str:
-        return camel_key(field_name, LAB_KEYS)
-
     @classmethod
     def from_dict(cls, props: dict) -> ServerBalanceConfig:
         config = cls(**field_values(cls, props, cls.key_of, required=("consumerGroup", "masterHostAndPort")))
-        check_all([
-            (valid_routes(config.lab_brokers_via),
-             f"lab.brokers.via={config.lab_brokers_via!r} must be host:port=host:port[,...]"),
-            (valid_addresses(config.master_host_and_port),
-             f"masterHostAndPort={config.master_host_and_port!r} must be host:port[,host:port...]"),
-            (config.consume_position in CONSUME_POSITIONS,
-             f"consumePosition must be one of {', '.join(CONSUME_POSITIONS)}"),
-            (config.heartbeat_period_ms > 0, "heartbeatPeriodMs must be > 0"),
-            (config.push_listener_wait_period_ms >= 0, "pushListenerWaitPeriodMs must be >= 0"),
-            (config.rpc_timeout_ms > 0, "rpcTimeoutMs must be > 0"),
-            (config.lab_processing_ms >= 0, "lab.processing.ms must be >= 0"),
-        ])
+        check_all(config.shared_checks() + [
+            (config.push_listener_wait_period_ms >= 0, "pushListenerWaitPeriodMs must be >= 0")])
         return config
-
-    @property
-    def masters(self) -> list[tuple[str, int]]:
-        return parse_addresses(self.master_host_and_port)
-
-    @property
-    def via(self) -> dict[tuple[str, int], tuple[str, int]]:
-        return parse_routes(self.lab_brokers_via)
-
-    @property
-    def read_status(self) -> int:
-        return CONSUME_POSITIONS[self.consume_position]
-
-    def as_record(self) -> dict:
-        return {self.key_of(k): v for k, v in asdict(self).items()}

@@ -49,12 +49,10 @@ CONNECT_ROUNDS, CONNECT_ROUND_WAIT_S = MAX_REGISTER_RETRY_TIMES, REG_FAIL_WAIT_P
 class ServerBalanceConsumer(ClientBalanceConsumer):
     def __init__(self, config: ServerBalanceConfig, trace: TraceRecorder, name: str, batch_lock: threading.Lock,
                  on_lost: Callable[[list[str], str], None] | None = None,
-                 on_event: Callable[[str, list[str]], None] | None = None,
-                 on_heartbeat: Callable[[], None] | None = None):
+                 on_event: Callable[[str, list[str]], None] | None = None):
         super().__init__(config, trace, name, on_lost)
         self.batch_lock = batch_lock
         self.on_event = on_event or (lambda kind, keys: None)
-        self.on_heartbeat = on_heartbeat or (lambda: None)
         self._events: queue.Queue[dict] = queue.Queue()
         self._done: int | None = None  # the event finished since the last heartbeat, to report
 
@@ -92,7 +90,6 @@ class ServerBalanceConsumer(ClientBalanceConsumer):
                     self._learn_brokers(answer.get("brokers", {}))
                     if answer.get("event"):
                         self._events.put(answer["event"])
-                    self.on_heartbeat()
             except ConnectionError:
                 pass  # the next period tries again
             if self._stop.wait(self.config.heartbeat_period_ms / 1000):
