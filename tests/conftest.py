@@ -216,6 +216,35 @@ BROKER = {"plugins": BROKER_PLUGINS,
                "config": {"offsets.topic.num.partitions": "5", "group.initial.rebalance.delay.ms": "0"}}
 
 
+class InProcessMembers:
+    """Consumers of one family in the test process, against a `cluster`: each built by the family from its
+    config (`group.id`, the cluster's brokers, from the start of the log, then `defaults`, then the member's own
+    overrides) with a trace of its own; `stop_all` stops them and closes their traces."""
+
+    def __init__(self, cluster, family, group: str, defaults: dict[str, str]):
+        self.cluster, self.family, self.group, self.defaults = cluster, family, group, defaults
+        self.members, self.traces = {}, []
+
+    def add(self, name: str, **overrides):
+        from lab_cluster.trace import TraceRecorder
+
+        config = self.family.configure({"group.id": self.group, self.family.address_config: self.cluster.bootstrap,
+                                        **self.family.from_beginning, **self.defaults, **overrides}, name)
+        trace = TraceRecorder(self.cluster.dir, trial="t", design=self.family.name, actor=name)
+        self.traces.append(trace)
+        self.members[name] = self.family.build(config, ["t"], trace, name, None).start()
+        return self.members[name]
+
+    def stop(self, name: str) -> None:
+        self.members.pop(name).stop()
+
+    def stop_all(self) -> None:
+        for name in list(self.members):
+            self.stop(name)
+        for trace in self.traces:
+            trace.close()
+
+
 @pytest.fixture
 def broker_config() -> dict[str, str]:
     """Extra config for the `cluster` fixture's brokers; a test module overrides this fixture to change it."""

@@ -8,10 +8,9 @@ PARTITIONS partitions spread over them); the consumers run in this process
 from __future__ import annotations
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, trace_events, wait_for
+from conftest import PARTITIONS, InProcessMembers, _produced, _start_producer, _wait_produced, trace_events, wait_for
 
 from lab_cluster.errors import LabError
-from lab_cluster.trace import TraceRecorder
 from rocketmq_client import FAMILY
 from rocketmq_client.config import ClientConfig
 from rocketmq_client.consumer import PushConsumer
@@ -21,32 +20,15 @@ GROUP = "rg"
 FAST = {"rocketmq.client.rebalance.waitInterval": "2000", "persistConsumerOffsetInterval": "500"}
 
 
-class Group:
+class Group(InProcessMembers):
     def __init__(self, cluster):
-        self.cluster, self.members, self.traces = cluster, {}, []
-
-    def add(self, name: str, **overrides) -> PushConsumer:
-        config = FAMILY.configure({"group.id": GROUP, "namesrvAddr": self.cluster.bootstrap,
-                                   **FAMILY.from_beginning, **FAST, **overrides}, name)
-        trace = TraceRecorder(self.cluster.dir, trial="t", design="rocketmq", actor=name)
-        self.traces.append(trace)
-        self.members[name] = PushConsumer(config, ["t"], trace).start()
-        return self.members[name]
+        super().__init__(cluster, FAMILY, GROUP, FAST)
 
     def settled(self, names) -> bool:
         """Every named member holds a share (PARTITIONS >= members), the shares are disjoint and cover every
         partition."""
         shares = [self.members[n].partitions() for n in names]
         return all(shares) and sorted(p for share in shares for p in share) == list(range(PARTITIONS))
-
-    def stop(self, name: str) -> None:
-        self.members.pop(name).stop()
-
-    def stop_all(self) -> None:
-        for name in list(self.members):
-            self.stop(name)
-        for trace in self.traces:
-            trace.close()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ PARTITIONS partitions spread over them); the nodes run in this process
 from __future__ import annotations
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, trace_events, wait_for
+from conftest import PARTITIONS, InProcessMembers, _produced, _start_producer, _wait_produced, trace_events, wait_for
 
 from lab_cluster.assignment.tubemq import node_of
 from lab_cluster.errors import LabError
@@ -23,27 +23,12 @@ GROUP = "tg"
 FAST = {"partMetaInfoCheckPeriodMs": "1000"}
 
 
-class Nodes:
+class Nodes(InProcessMembers):
     def __init__(self, cluster):
-        self.cluster, self.members, self.traces = cluster, {}, []
+        super().__init__(cluster, FAMILY, GROUP, FAST)
 
     def add(self, name: str, source_count: int, **overrides) -> BalancingNode:
-        config = FAMILY.configure({"group.id": GROUP, "masterHostAndPort": self.cluster.bootstrap,
-                                   "sourceCount": str(source_count), **FAMILY.from_beginning, **FAST,
-                                   **overrides}, name)
-        trace = TraceRecorder(self.cluster.dir, trial="t", design="tubemq", actor=name)
-        self.traces.append(trace)
-        self.members[name] = BalancingNode(config, ["t"], trace, name=name).start()
-        return self.members[name]
-
-    def stop(self, name: str) -> None:
-        self.members.pop(name).stop()
-
-    def stop_all(self) -> None:
-        for name in list(self.members):
-            self.stop(name)
-        for trace in self.traces:
-            trace.close()
+        return super().add(name, sourceCount=str(source_count), **overrides)
 
 
 @pytest.fixture

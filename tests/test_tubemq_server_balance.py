@@ -8,12 +8,10 @@ minutes; the order of things is what is asserted, never how long it took.
 from __future__ import annotations
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, trace_events, wait_for
+from conftest import PARTITIONS, InProcessMembers, _produced, _start_producer, _wait_produced, trace_events, wait_for
 
 from lab_cluster.errors import LabError
-from lab_cluster.trace import TraceRecorder
 from tubemq_client.server_balance import FAMILY
-from tubemq_client.server_balance.consumer import ServerBalanceNode
 
 GROUP = "sg"
 FAST = {"heartbeatPeriodMs": "300"}
@@ -24,26 +22,9 @@ def broker_config():
     return {"consumerBalancePeriodMs": "1500"}
 
 
-class Consumers:
+class Consumers(InProcessMembers):
     def __init__(self, cluster):
-        self.cluster, self.members, self.traces = cluster, {}, []
-
-    def add(self, name: str) -> ServerBalanceNode:
-        config = FAMILY.configure({"group.id": GROUP, "masterHostAndPort": self.cluster.bootstrap,
-                                   **FAMILY.from_beginning, **FAST}, name)
-        trace = TraceRecorder(self.cluster.dir, trial="t", design=FAMILY.name, actor=name)
-        self.traces.append(trace)
-        self.members[name] = ServerBalanceNode(config, ["t"], trace, name=name).start()
-        return self.members[name]
-
-    def stop(self, name: str) -> None:
-        self.members.pop(name).stop()
-
-    def stop_all(self) -> None:
-        for name in list(self.members):
-            self.stop(name)
-        for trace in self.traces:
-            trace.close()
+        super().__init__(cluster, FAMILY, GROUP, FAST)
 
 
 @pytest.fixture
