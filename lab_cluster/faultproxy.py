@@ -42,6 +42,7 @@ import time
 from concurrent.futures import Future
 
 from .cleanup import REAPER
+from .errors import LabError
 from .ports import LOOPBACK
 
 
@@ -105,6 +106,13 @@ class FaultProxy:
         self._tasks: set[asyncio.Task] = set()
         self._server: asyncio.base_events.Server = _LoopThread.run(self._listen(port))
         self.port: int = self._server.sockets[0].getsockname()[1]
+        if self.upstream == (LOOPBACK, self.port):
+            # Forwarding to itself, each accepted connection would open another
+            # one to itself until the process runs out of file descriptors.
+            _LoopThread.run(self._shutdown(), timeout_s=5)
+            raise LabError(f"Fault proxy {self.name} was given port {self.port}, the port it forwards to.",
+                           "Pick the upstream's port so that it stays bound while proxies bind theirs "
+                           "(`ports.held_ports`), or give the proxy a fixed port.")
         self.closed = False
         _open_proxies.add(self)
         self._reaper_token = REAPER.register(f"fault proxy {self.name}", self.close)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .errors import LabError
 
@@ -25,13 +27,27 @@ def free_port(host: str = LOOPBACK) -> int:
 
 def free_ports(count: int, host: str = LOOPBACK) -> list[int]:
     """`count` distinct free ports (held open together so they differ)."""
+    with held_ports(count, host) as ports:
+        return ports
+
+
+@contextmanager
+def held_ports(count: int, host: str = LOOPBACK) -> Iterator[list[int]]:
+    """`count` distinct free ports, kept bound (not listening) until the block ends.
+
+    While they are held, nothing in this process or another can be given one of
+    them by a bind to port 0. Use it when the ports are picked for servers that
+    start later and, in between, something else binds port 0: a ZooKeeper
+    ensemble's quorum proxies would otherwise be able to get the very quorum
+    port they forward to, and forward to themselves.
+    """
     socks = []
     try:
         for _ in range(count):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((host, 0))
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        yield [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()

@@ -25,6 +25,10 @@ def test_an_ensemble_has_exactly_one_leader(ensembles, size):
     modes = zk.modes()
     assert sorted(modes.values()) == ["follower"] * (size - 1) + ["leader"]
     assert len(zk.proxies) == size * (size - 1)  # one proxy per directed quorum link
+    # no proxy was given a port of the plan (one given the quorum port it forwards to loops on itself)
+    planned = {port for s in zk.servers for port in (s.address.client_port, s.address.quorum_port,
+                                                      s.address.election_port)}
+    assert planned.isdisjoint(p.port for p in zk.proxies.values())
     assert zk.leader().sid in modes and len(zk.followers()) == size - 1
 
 

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
+from lab_cluster.errors import LabError
 from lab_cluster.faultproxy import FaultProxy, Mode, open_proxies
+from lab_cluster.ports import free_port, held_ports
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -126,3 +128,24 @@ def test_close_is_idempotent_and_stops_listening(echo_port):
 def test_delay_needs_a_positive_delay(proxy):
     with pytest.raises(ValueError):
         proxy.set_mode(Mode.DELAY)
+
+
+def test_a_proxy_given_the_port_it_forwards_to_refuses_to_start():
+    port = free_port()
+    before = len(open_proxies())
+    with pytest.raises(LabError, match="the port it forwards to"):
+        FaultProxy(port, port=port, name="loop")
+    assert len(open_proxies()) == before
+    with pytest.raises(OSError):  # and it does not listen
+        socket.create_connection(("127.0.0.1", port), timeout=2)
+
+
+def test_held_ports_are_never_handed_out_while_held():
+    with held_ports(16) as held:
+        assert len(set(held)) == 16
+        proxies = [FaultProxy(p, name=f"held {p}") for p in held]
+        try:
+            assert set(held).isdisjoint(p.port for p in proxies)
+        finally:
+            for p in proxies:
+                p.close()

@@ -29,7 +29,7 @@ from dataclasses import replace
 from ..cleanup import REAPER
 from ..errors import LabError
 from ..faultproxy import FaultProxy
-from ..ports import require_free
+from ..ports import held_ports, require_free
 from .server import ServerState, ZkServer
 from .settings import ServerAddress, ZkSettings, plan_ensemble
 
@@ -58,9 +58,9 @@ class Ensemble:
               reason: str = "") -> Ensemble:
         """Start `size` servers with `factory` and wait until they serve with one leader.
 
-        Ports are picked free (`plan_ensemble`) but bound only when the JVMs
-        start, so another process (or one of this ensemble's own quorum proxies,
-        bound meanwhile) can take one in between; a server then exits with
+        Ports are picked free (`plan_ensemble`) and held while this ensemble's
+        own quorum proxies bind theirs, but bound by the servers only when the
+        JVMs start, so another process can take one in between; a server then exits with
         "Address already in use". The whole ensemble is then started again on
         new ports, up to `BIND_ATTEMPTS` times; any other failure is raised at once.
         """
@@ -81,17 +81,22 @@ class Ensemble:
     @classmethod
     def _start_once(cls, backend: str, factory: ServerFactory, size: int, settings: ZkSettings,
                     reason: str) -> Ensemble:
-        plan = plan_ensemble(size, client_port=settings.client_port)
         proxies: dict[tuple[int, int], FaultProxy] = {}
         servers: list[ZkServer] = []
         ensemble = cls(backend, servers, proxies, settings, reason)
         try:
-            if size > 1:
-                for src in plan:
-                    for dst in plan:
-                        if src.sid != dst.sid:
-                            proxies[(src.sid, dst.sid)] = FaultProxy(
-                                dst.quorum_port, name=f"quorum zk{src.sid}->zk{dst.sid}")
+            # The planned ports stay bound while the proxies bind theirs, so no proxy
+            # can be given a port of the plan: one given the quorum port it forwards
+            # to would forward to itself, each accept opening another connection to
+            # itself until the process runs out of file descriptors.
+            with held_ports(3 * size) as ports:
+                plan = plan_ensemble(size, client_port=settings.client_port, ports=iter(ports))
+                if size > 1:
+                    for src in plan:
+                        for dst in plan:
+                            if src.sid != dst.sid:
+                                proxies[(src.sid, dst.sid)] = FaultProxy(
+                                    dst.quorum_port, name=f"quorum zk{src.sid}->zk{dst.sid}")
             for me in plan:
                 view = [a if a.sid == me.sid else replace(a, quorum_port=proxies[(me.sid, a.sid)].port)
                         for a in plan]
