@@ -58,6 +58,11 @@ class Family:
     #: the config key a consumer is told the group's size in, where every member must know it and nothing else
     #: of the others (TubeMQ's `sourceCount`): the runner gives it the trial's N, newcomers included
     group_size_config: str | None = None
+    #: True where every member rebalances on every membership change (the eager protocols: ZooKeeper era,
+    #: coordinator era, RocketMQ), so the runner waits to hear from each; False where a planner moves only the
+    #: members a change needs (TubeMQ's server balance): the runner then waits for the planner's fixpoint
+    #: instead, every partition held once and the loads even (`experiments/engine/group_watch.py`)
+    every_member_rebalances: bool = True
 
     def __post_init__(self):
         if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator", "brokers") \

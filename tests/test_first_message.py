@@ -5,6 +5,8 @@ finding: every newcomer of every design processed a message after it started,
 and a RocketMQ newcomer, which waits for nobody, does so before a
 coordinator-era one, which waits for every member to rejoin. TubeMQ's
 newcomer is a replacement: node 0 departs, and a node with its `nodeId` starts;
+TubeMQ's server-balance newcomer waits for the master's plan, so a client-balance
+node is fed first, and nobody holds a partition twice in the hand-over.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ def test_every_newcomer_processed_a_message_after_its_start(first_run):
     assert checked["all-newcomers-fed"].holds
     # a RocketMQ newcomer waits for nobody; a coordinator-era one for every member's rejoin (seconds apart)
     assert checked["rocketmq-before-modern"].holds, checked["rocketmq-before-modern"]
+    # TubeMQ's server balance: every DISCONNECT of the group is done before the newcomer's CONNECT
+    server = summary[(summary.design == "tubemq-server") & (summary.change == "join")].iloc[0]
+    assert bool(server.converged) and server.double_owned_partition_s == 0 and server.unowned_at_end == 0
+    assert checked["tubemq-client-before-server"].holds, checked["tubemq-client-before-server"]
 
 
 def test_every_event_the_trials_wrote_is_in_the_vocabulary_with_its_fields(first_run):

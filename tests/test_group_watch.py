@@ -78,3 +78,22 @@ def test_a_member_that_gave_up_is_the_reason_even_while_another_has_said_nothing
     since = time.monotonic_ns()
     watch.update(_line("c1", "unjoined", [], generation=-1, gave_up=True))  # c2 has printed nothing yet
     assert watch.problem(["c1", "c2"], since) == "c1 gave up rebalancing (c1 is unjoined)"
+
+
+def test_a_server_balanced_group_converges_on_the_masters_fixpoint_not_on_every_member_reporting():
+    """TubeMQ's master moves only the consumers a tick must move: after a join, members it leaves alone say
+    nothing, and the old members still cover every partition while the newcomer has none."""
+    watch = GroupWatch("tubemq-server", partitions=6)
+    for actor, held in (("c1", [0, 1, 2]), ("c2", [3, 4, 5])):
+        watch.update(_line(actor, "STARTED", held))
+    since = time.monotonic_ns()
+    assert watch.problem(["c1", "c2", "j1"], since) == "no rebalance seen yet from j1"
+    watch.update(_line("j1", "STARTED", []))
+    assert watch.problem(["c1", "c2", "j1"], since) == "the loads are not even yet (c1 3, c2 3, j1 0)"
+    watch.update(_line("c1", "STARTED", [0, 1]))  # the tick's DISCONNECT: c1 gave up one
+    assert watch.problem(["c1", "c2", "j1"], since) == "partitions [2] are not assigned"
+    watch.update(_line("j1", "STARTED", [2]))  # its CONNECT; c2 was not moved and said nothing since the join
+    assert watch.problem(["c1", "c2", "j1"], since) == "the loads are not even yet (c1 2, c2 3, j1 1)"
+    watch.update(_line("c2", "STARTED", [3, 4]))
+    watch.update(_line("j1", "STARTED", [2, 5]))
+    assert watch.problem(["c1", "c2", "j1"], since) is None

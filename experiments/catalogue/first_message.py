@@ -24,7 +24,14 @@ newcomer waits for, per design:
   its newcomer is a replacement: `c1` (node 0) departs, and `j1` starts with
   its `nodeId` (every node in its own process). It registers with the master,
   reads the partition metadata, registers its share at the brokers (released
-  by `c1`'s shutdown) and fetches: nobody else acts.
+  by `c1`'s shutdown) and fetches: nobody else acts;
+- TubeMQ's server balance (`tubemq-server`): `j1` registers with the master
+  and heartbeats it; the master's next balance tick (every
+  `consumerBalancePeriodMs`, 30 s) plans its share, and the heartbeat answers
+  carry the steps, one heartbeat (13 s) apart: the holders' DISCONNECTs,
+  their reports that they are done, then `j1`'s CONNECT. The runner waits for
+  the master's fixpoint (the loads even), not for every member to report:
+  the members a tick does not move hear nothing.
 
 The finding, checked by `findings()` (and by `pytest -m first_message`), is
 stated with the run's medians; see its docstring.
@@ -44,13 +51,14 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
     "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
 }
-#: TubeMQ's server balance (`tubemq-server`) is not run yet: its master leaves the members a tick does not move
-#: untouched, so the runner's test of convergence (every member heard of the change) does not apply to it
-DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
+DESIGNS = ("legacy", "modern", "rocketmq", "tubemq", "tubemq-server")
 #: TubeMQ's scenario: node 0 departs (its share then waits: the runner watches `TUBEMQ_WATCH_S`), and a
 #: replacement takes its nodeId
 TUBEMQ_STEPS = ("depart", "join")
 TUBEMQ_WATCH_S = 5.0
+#: TubeMQ's server balance: the master's next tick (up to `consumerBalancePeriodMs`, 30 s), then a heartbeat
+#: (13 s) per step: the holders' DISCONNECTs, their reports, the newcomer's CONNECT; this limit leaves room
+SERVER_BALANCE_LIMIT_S = 150.0
 
 
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
@@ -65,6 +73,9 @@ def _spec(design: str, n: int, partitions: int, rate: float, seed: int) -> Trial
         return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=TUBEMQ_STEPS, layout="spread",
                          member_overrides=("j1:nodeId=0",), converge_required=False,
                          converge_limit_s=TUBEMQ_WATCH_S)
+    if design == "tubemq-server":
+        return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=("join",),
+                         converge_limit_s=SERVER_BALANCE_LIMIT_S)
     return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=("join",))
 
 
@@ -80,7 +91,8 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     """Every newcomer of every design gets a message; and the newcomer's wait, compared: a coordinator-era
     newcomer's JoinGroup is answered only when every member has rejoined (each learning of the rebalance at its
     next heartbeat), where a RocketMQ newcomer allocates its own share from the first id list it reads and
-    pulls at once, without waiting for the previous owners to let go."""
+    pulls at once, without waiting for the previous owners to let go; and TubeMQ's two designs, compared: a
+    client-balance node takes its share itself, where a server-balance consumer waits for the master's plan."""
     t = per_design(summary)
     medians = t.groupby("design").median_ms.median()
     fed = summary[(summary.experiment == NAME) & (summary.status == "ok") & (summary.change == "join")]
@@ -93,9 +105,16 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                        "A RocketMQ newcomer processes its first message sooner than a coordinator-era one: it "
                        "takes its share at once, without waiting for the previous owners to let go (a JoinGroup "
                        "is answered only when every member has rejoined)", bool(faster), f"medians: {evidence}"))
+    client = {"tubemq", "tubemq-server"} <= set(medians.index) and medians["tubemq"] < medians["tubemq-server"]
+    out.append(Finding("tubemq-client-before-server",
+                       "A TubeMQ client-balance node processes its first message sooner than a server-balance "
+                       "consumer, which waits for the master's next balance tick and then a heartbeat per step "
+                       "(the holders' DISCONNECTs, their reports, its CONNECT): the seed text's reason for "
+                       "client balance", bool(client), f"medians: {evidence}"))
     return of_designs_run(out, summary)
 
 
-#: 1: the joiner's wait in the ZooKeeper era, the coordinator era and RocketMQ; 2: TubeMQ's replacement node
+#: 1: the joiner's wait in the ZooKeeper era, the coordinator era and RocketMQ; 2: TubeMQ's replacement node;
+#: 3: TubeMQ's server balance
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.first_message:first_message_section", version=2)
+                        section="experiments.report.first_message:first_message_section", version=3)

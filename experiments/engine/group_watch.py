@@ -9,8 +9,14 @@ lines as they arrive; `wait_converged(members, since_ns, limit_s)` waits until
 the group has converged on `members`:
 
 - every member's latest line came after `since_ns` (it went through a
-  rebalance after the change: in both designs' eager protocols every member
-  rebalances on every membership change);
+  rebalance after the change: in the eager protocols every member
+  rebalances on every membership change); where a planner moves only some
+  members (`Family.every_member_rebalances` False: TubeMQ's server balance,
+  whose master leaves the members a tick does not move untouched, so the old
+  members still cover every partition when a newcomer has nothing yet),
+  every member has said something, and the planner's fixpoint is reached
+  instead: the loads are even (they differ by at most one, as
+  `tubemq_client/master/balancer.py: even_loads` leaves them);
 - every member is in its family's settled state (`Family.settled_state`:
   `consuming`, `stable`), all in one generation (coordinator era);
 - their partitions are disjoint and cover all P;
@@ -34,6 +40,7 @@ class GroupWatch:
     def __init__(self, design: str, partitions: int, quiet_s: float = 0.5):
         self.design = design
         self.settled = FAMILIES[design].settled_state
+        self.every_member_rebalances = FAMILIES[design].every_member_rebalances
         self.partitions = partitions
         self.quiet_s = quiet_s
         self._latest: dict[str, tuple[int, dict]] = {}  # actor -> (received ns, line)
@@ -63,7 +70,8 @@ class GroupWatch:
         if gave_up:
             said = "; ".join(f"{m} is {latest[m][1].get('state')}" for m in gave_up)
             return f"{', '.join(gave_up)} gave up rebalancing ({said})"
-        missing = [m for m, v in latest.items() if v is None or v[0] < since_ns]
+        heard_since = since_ns if self.every_member_rebalances else 0
+        missing = [m for m, v in latest.items() if v is None or v[0] < heard_since]
         if missing:
             return f"no rebalance seen yet from {', '.join(missing)}"
         states = {m: v[1] for m, v in latest.items()}
@@ -78,6 +86,10 @@ class GroupWatch:
             return "a partition is assigned to two members"
         if set(owned) != set(range(self.partitions)):
             return f"partitions {sorted(set(range(self.partitions)) - set(owned))} are not assigned"
+        if not self.every_member_rebalances:
+            loads = {m: len(s.get("partitions", [])) for m, s in states.items()}
+            if max(loads.values()) - min(loads.values()) > 1:
+                return f"the loads are not even yet ({', '.join(f'{m} {n}' for m, n in sorted(loads.items()))})"
         return None
 
     def gave_up(self, members: list[str]) -> list[str]:
