@@ -46,6 +46,11 @@ window runs from its `change` event to the next change (or `end`). Within it:
   own and before the commit (whether or not it still lasts: a zombie's stale
   offset that lands a moment after the new owner let go is still a zombie's),
   or the committer owned it no more;
+- `processed_after_loss`: records a consumer processed of a partition it had
+  lost, by the same rule (a zombie working through what it fetched before its
+  pause, while another consumer owns the partition), whether or not anyone
+  processed the partition at that very moment (`double_processed_partition_s`
+  asks that);
 - `unowned_at_end`: partitions with no owner among the change's members at
   the window's end (a TubeMQ node's share after it departs: nobody takes it);
 - `member_partitions`: for a change about one member (a leave, a depart, a
@@ -366,13 +371,17 @@ def first_messages(ce: DataFrame, windows: DataFrame) -> DataFrame:
             .select(*KEYS, ((F.col("first_ns") - F.col("started_ns")) / 1e6).alias("first_message_ms")))
 
 
-def _zombie_commits(ce: DataFrame, intervals: DataFrame) -> DataFrame:
-    """Accepted commits (trial, ts_ns) by a consumer that had lost the partition."""
-    commits = (ce.where(commit_outcome("accepted"))
-               .select("trial", "actor", "topic", "partition", "ts_ns"))
+def _after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
+    """The acts (trial, ts_ns) a consumer did on a partition it had lost.
+
+    `acts` has trial, actor, topic, partition, ts_ns (accepted commits, processed
+    records). An act counts if another consumer's ownership of the partition began
+    after the actor's own and before the act (whether or not it still lasts), or
+    if the actor did not own the partition at all then.
+    """
     mine = intervals.alias("m")
     theirs = intervals.alias("o")
-    c = commits.alias("c")
+    c = acts.select("trial", "actor", "topic", "partition", "ts_ns").alias("c")
     held = c.join(mine, (F.col("c.trial") == F.col("m.trial")) & (F.col("c.actor") == F.col("m.actor"))
                   & (F.col("c.topic") == F.col("m.topic")) & (F.col("c.partition") == F.col("m.partition"))
                   & (F.col("c.ts_ns") >= F.col("m.start_ns")) & (F.col("c.ts_ns") <= F.col("m.stop_ns")), "left")
@@ -410,8 +419,10 @@ def change_metrics(events: DataFrame) -> DataFrame:
         _tally(group_requests(events), windows,
                {"broker_requests_per_change": ("coordinator_request", "rocketmq_request", "tubemq_request")},
                until_converged=("broker_requests_per_change",)),
-        _in_window(_zombie_commits(ce, intervals), windows).groupBy(*KEYS).agg(
+        _in_window(_after_loss(ce.where(commit_outcome("accepted")), intervals), windows).groupBy(*KEYS).agg(
             F.count(F.lit(1)).alias("zombie_commits_accepted")),
+        _in_window(_after_loss(ce.where(F.col("kind") == "processed"), intervals), windows).groupBy(*KEYS).agg(
+            F.count(F.lit(1)).alias("processed_after_loss")),
         _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
         _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(ce))), windows,
                             ("_unprocessed_s", "double_processed_partition_s")).drop("_unprocessed_s"),
@@ -426,6 +437,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
     counts = ["notifications_per_change", "zk_requests_per_change", "membership_reads_per_change",
               "broker_requests_per_change",
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
+              "processed_after_loss",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views",
               "unowned_at_end", "member_partitions"]
     return (out.drop("members", "about").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])

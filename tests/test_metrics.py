@@ -166,6 +166,7 @@ def traces(tmp_path_factory):
     _write(hb, "handback", "c1", [
         (0.6, "consumer_start", {"config": {}}),
         (1.0, "assigned", {"partitions": [["t", 0]]}),
+        (5.4, "processed", {"topic": "t", "partition": 0, "offset": 2}),  # a record of its stale batch: after loss
         (5.5, "commit", {"topic": "t", "partition": 0, "offset": 3, "outcome": "accepted"}),  # stale: a zombie's
         (5.6, "revoked", {"partitions": [["t", 0]]})], design="rocketmq")
     _write(hb, "handback", "c2", [
@@ -173,6 +174,8 @@ def traces(tmp_path_factory):
         (3.0, "assigned", {"partitions": [["t", 0]]}),
         (4.0, "commit", {"topic": "t", "partition": 0, "offset": 9, "outcome": "accepted"}),  # the owner's: not
         (5.0, "revoked", {"partitions": [["t", 0]]})], design="rocketmq")
+    _write(hb, "handback", "producer", [(0.7, "produced", {"topic": "t", "partition": 0, "offset": i})
+                                        for i in range(4)], design="cluster")
     # -- trial "cut": a trace that was never closed, and a message nobody produced -----------------
     c = root / "cut"
     _write(c, "cut", "c1", [(1.0, "consumer_start", {}),
@@ -250,6 +253,10 @@ def test_double_ownership_and_zombie_commits(changes):
     assert zombie["converged"] is False and zombie["convergence_ms"] is None
     # a zombie's commit counts though the consumer that took its partition has let go again before it lands
     assert changes["handback"]["zombie_commits_accepted"] == 1
+    # records processed after loss: c1's at 7.1 and 7.3 s (c2 took partition 0 at 6 s), not its earlier ones nor
+    # c2's; and in "handback" c1's record at 5.4 s, though nobody processed the partition at that moment
+    assert zombie["processed_after_loss"] == 2
+    assert changes["handback"]["processed_after_loss"] == 1 and changes["handback"]["double_processed_partition_s"] == 0
 
 
 def test_duplicates_and_gaps(events):

@@ -47,7 +47,8 @@ def test_the_zookeeper_era_zombie_processes_what_another_owns_and_its_blocked_co
     trials = zombie.per_trial(zombie_run[2])
     legacy = trials[trials.design == "legacy"]
     assert len(legacy) == 2
-    assert (legacy.double_processed_partition_s > 0).all(), legacy.to_dict("records")
+    # it works through what it had fetched, partitions another consumer took meanwhile
+    assert (legacy.processed_after_loss > 0).all(), legacy.to_dict("records")
     assert (legacy.commits_fenced == 0).all()  # nothing in ZooKeeper can refuse a commit
     cut = legacy[legacy.variant == "cut"]
     assert (cut.zombie_commits_accepted > 0).all(), cut.to_dict("records")  # retryUntilConnected, then written

@@ -31,6 +31,7 @@ MISCONFIGURED_TABLE = [("variant", "newcomer"), ("consumers", "N"), ("rebalance_
 ZOMBIE_TABLE = [("variant", "fault"), ("design", "design"), ("change", "change"),
                 ("convergence_ms", "convergence ms"), ("double_owned_partition_s", "double-owned partition-s"),
                 ("double_processed_partition_s", "double-processed partition-s"),
+                ("processed_after_loss", "records processed after loss"),
                 ("zombie_commits_accepted", "zombie commits accepted"), ("unowned_partition_s", "unowned partition-s")]
 ZOMBIE_TRIAL_TABLE = [("variant", "fault"), ("design", "design"), ("duplicates", "duplicates"), ("gaps", "gaps"),
                       ("zombie_commits_accepted", "zombie commits accepted"), ("commits_fenced", "commits fenced"),
@@ -226,7 +227,9 @@ up behind catches up at a realistic pace; it is not a Kafka setting):
 
 **Results per change** (the fault's window runs from the fault to the heal;
 double-owned counts what each consumer *believed* it owned, double-processed
-what two consumers actually processed at once):
+what two consumers actually processed at once, and records processed after
+loss what a consumer processed of a partition another had taken from it, at
+whatever moment):
 
 {table([label for _, label in ZOMBIE_TABLE], per_change.itertuples(index=False))}
 
@@ -312,10 +315,11 @@ non-holder is accepted; the rolled-back batch is processed again
 
 def _zombie_figure(ok: pd.DataFrame, path: Path) -> Path:
     trials = zombie.per_trial(ok)
-    metrics = [("double_processed_partition_s", "double-processed partition-s"), ("duplicates", "duplicates"),
+    metrics = [("double_processed_partition_s", "double-processed partition-s"),
+               ("processed_after_loss", "records processed after loss"), ("duplicates", "duplicates"),
                ("zombie_commits_accepted", "zombie commits accepted"),
                ("offsets_moved_backwards", "offsets moved backwards"), ("commits_fenced", "commits fenced")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(15, 3.2), constrained_layout=True)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(17, 3.2), constrained_layout=True)
     variants = list(zombie.VARIANTS)
     designs = [d for d in STYLE if (trials.design == d).any()]  # the run's designs, side by side per variant
     width = 0.8 / max(len(designs), 1)
