@@ -65,7 +65,8 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_rea
            "convergence_ms", "converged", "unowned_partition_s", "unowned_at_end", "member_partitions",
            "double_owned_partition_s",
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
-           "zombie_commits_accepted", "processed_after_loss", "offsets_moved_backwards", "commits_fenced", "first_message_ms"]
+           "zombie_commits_accepted", "processed_after_loss", "offsets_moved_backwards", "commits_fenced",
+           "first_message_ms"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
           "client_requests"]
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",
