@@ -178,6 +178,20 @@ def commit_retriable(error: ErrorCode | None) -> bool:
     return error is not None and error_action("OffsetCommit", error) in (Action.REDISCOVER, Action.RETRY)
 
 
+def leader_subscriptions(members: list[dict]) -> dict[str, Subscription]:
+    """The assignor's input, from the member list of the leader's JoinGroup answer.
+
+    Each member's `group.instance.id` goes with its subscription: the assignors
+    order static members by it (`lab_cluster/assignment/base.py`), so that a
+    restarted static member, back under a new member id, keeps its place.
+    """
+    return {m["member_id"]: Subscription(m["metadata"]["topics"],
+                                         [tuple(tp) for tp in m["metadata"].get("owned", [])],
+                                         m["metadata"].get("generation", -1),
+                                         m.get("group_instance_id"))
+            for m in members}
+
+
 class ConsumerFailed(Exception):
     pass
 
@@ -496,10 +510,7 @@ class ModernConsumer:
         return action
 
     def _assign_as_leader(self, protocol: str, members: list[dict]) -> list[dict]:
-        subscriptions = {m["member_id"]: Subscription(m["metadata"]["topics"],
-                                                      [tuple(tp) for tp in m["metadata"].get("owned", [])],
-                                                      m["metadata"].get("generation", -1))
-                         for m in members}
+        subscriptions = leader_subscriptions(members)
         topics = {t for s in subscriptions.values() for t in s.topics}
         if not all(t in self.fetcher.partition_counts for t in topics):
             self.fetcher.refresh_metadata()
