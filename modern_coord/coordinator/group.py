@@ -14,16 +14,16 @@ States and the transitions Kafka allows (`GroupState.valid_previous`)::
     any                 --the coordinator loses the group's partition----> Dead
 
 A member is in the group from its JoinGroup (with the member id the
-coordinator gave it) until it leaves, its session times out, or a rebalance
-completes without it. While a rebalance is prepared, a member "awaits join"
-(its JoinGroup is held open); after it, "awaits sync".
+coordinator gave it) until it leaves, its session times out, or (a dynamic
+member) a rebalance completes without it. While a rebalance is prepared, a
+member "awaits join" (its JoinGroup is held open); after it, "awaits sync".
 
 A static member (KIP-345) also has a `group.instance.id` that it keeps across
 restarts. The group maps each instance id to the member id that holds it now
 (`static_members`, Kafka's `staticMembers`). A rebalance that completes
 without a static member keeps it, and a restarted instance takes over its
-old entry under a new member id (`replace_static_member`): same assignment,
-same place in the group, and the old member id is fenced.
+old entry under a new member id (`replace_static_member`): same protocols,
+assignment and leadership, while the old member id is fenced.
 
 While the group is PreparingRebalance, its join timer runs, and what that
 timer will do when it fires is kept on the group, in `Group.delayed_join`
