@@ -70,7 +70,8 @@ Per trial (`trial_metrics`): `duplicates` (processed more than once), `gaps`
 processed; messages produced after the consumers stopped are not gaps) and
 `offsets_moved_backwards` (accepted commits, in time order, lower than one
 accepted before them for the same partition) and `commits_fenced` (commits the
-coordinator refused with ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID).
+coordinator refused with ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or, from the
+old process of a static member, FENCED_INSTANCE_ID).
 
 The cross-check (`cross_check`) compares, between the runner's two
 `zk_server_counters` snapshots around each change (summed over the servers),
@@ -118,7 +119,7 @@ def consumer_events(events: DataFrame) -> DataFrame:
 
 def commit_outcome(outcome: str) -> Column:
     """`commit` events with this outcome: `accepted`, or `fenced` (the coordinator refused it with
-    ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID)."""
+    ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID)."""
     return (F.col("kind") == "commit") & (field("outcome") == outcome)
 
 

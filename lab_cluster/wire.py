@@ -72,6 +72,7 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_VERSION = 35
     INVALID_REQUEST = 42
     MEMBER_ID_REQUIRED = 79
+    FENCED_INSTANCE_ID = 82  # a static member's group.instance.id is now held by another member id
 
 
 class WireError(Exception):

@@ -23,7 +23,8 @@ FAMILY = Family(
     build=lambda config, topics, trace, actor, on_change: ModernConsumer(config, topics, trace, name=actor,
                                                                          on_change=on_change),
     computes="leader", settled_state="stable", victim_link="coordinator",
-    stops_by="committed, revoked and left the group (the Java client's close)",
+    stops_by="committed, revoked and left the group (the Java client's close); a static member "
+             "(group.instance.id) sends no LeaveGroup: the coordinator keeps it until its session times out",
     # every broker hosts a coordinator, with Kafka's own defaults (`coordinator/service.py`)
     broker_plugin="modern_coord.coordinator.service:install",
     find_coordinator=lambda brokers, group: wait_for_coordinator(brokers, group, client_id="scenario")[1:],

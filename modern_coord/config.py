@@ -4,7 +4,8 @@
 |---|---|---|
 | `group.id` | (required) | the consumer group |
 | `bootstrap.servers` | (required) | `host:port,...` of brokers to ask for metadata and the coordinator |
-| `client.id` | `consumer-<group>-<n>` | prefix of the member id the coordinator hands out |
+| `client.id` | `consumer-<group>-<n>` | prefix of the member id the coordinator hands out (see below) |
+| `group.instance.id` | (none) | a static member's id (KIP-345), kept through restarts; none: dynamic |
 | `session.timeout.ms` | 45000 | silent this long, the coordinator evicts the member (Kafka 3.0+; 10000 before) |
 | `heartbeat.interval.ms` | 3000 | heartbeat period; keep it under a third of the session timeout |
 | `max.poll.interval.ms` | 300000 | the rebalance timeout the member announces in JoinGroup |
@@ -29,9 +30,18 @@ lab builds only eager assignors, so its default is `range` alone (the
 default of Kafka 2.x). The Java client refuses a heartbeat interval not lower
 than the session timeout; so does the lab.
 
+`group.instance.id`, if given, must be a non-empty string (Java's
+`NonEmptyString`) that `JoinGroupRequest.validateGroupInstanceId` accepts:
+the rules of a topic name (`Topic.validate`): not `.` or `..`, at most 249
+characters, only ASCII letters and digits, `.`, `_` and `-`. A static
+member's default `client.id` is `consumer-<group>-<instance id>`, as Java's.
+
     >>> c = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9092"})
     >>> (c.session_timeout_ms, c.heartbeat_interval_ms, c.strategies)
     (45000, 3000, ['range'])
+    >>> s = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "h:1", "group.instance.id": "web-1"})
+    >>> (s.group_instance_id, s.client_id)
+    ('web-1', 'consumer-g-web-1')
 """
 
 from __future__ import annotations
@@ -43,6 +53,29 @@ from lab_cluster.assignment import ASSIGNORS
 from lab_cluster.properties import check_all, field_values, parse_addresses, valid_addresses
 
 _client_numbers = itertools.count(1)
+
+#: Kafka's `Topic.MAX_NAME_LENGTH`, which `JoinGroupRequest.validateGroupInstanceId` applies to an instance id
+MAX_INSTANCE_ID_LENGTH = 249
+
+
+def group_instance_id_problem(instance_id: str) -> str | None:
+    """Why Kafka refuses `instance_id` as a `group.instance.id`, or None: Java's `ConfigDef.NonEmptyString`,
+    then `JoinGroupRequest.validateGroupInstanceId` (`Topic.validate`'s rules, with its wording).
+
+        >>> group_instance_id_problem("web-1.a_b") is None, group_instance_id_problem("..")
+        (True, "Group instance id is invalid: '..' is not allowed")
+    """
+    if instance_id == "":
+        return "must be non-empty (Java's NonEmptyString)"
+    if instance_id in (".", ".."):
+        reason = f"'{instance_id}' is not allowed"
+    elif len(instance_id) > MAX_INSTANCE_ID_LENGTH:
+        reason = f"the length of '{instance_id}' is longer than the max allowed length {MAX_INSTANCE_ID_LENGTH}"
+    elif not all(c.isascii() and (c.isalnum() or c in "._-") for c in instance_id):
+        reason = f"'{instance_id}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return None
+    return f"Group instance id is invalid: {reason}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +96,7 @@ class ConsumerConfig:
     max_poll_records: int = 500
     lab_processing_ms: int = 0
     lab_coordinator_via: str = ""
+    group_instance_id: str | None = None  # None: a dynamic member
 
     @staticmethod
     def key_of(field_name: str) -> str:
@@ -70,11 +104,20 @@ class ConsumerConfig:
 
     @classmethod
     def from_dict(cls, props: dict) -> ConsumerConfig:
+        if props.get("group.instance.id", "") is None:
+            props = {k: v for k, v in props.items() if k != "group.instance.id"}  # Java's null: the default
         config = cls(**field_values(cls, props, cls.key_of, required=("group.id", "bootstrap.servers")))
         config._validate()
         if not config.client_id:
-            config = replace(config, client_id=f"consumer-{config.group_id}-{next(_client_numbers)}")
+            # Java's maybeOverrideClientId: a static member's default client.id ends with its instance id
+            suffix = config.group_instance_id if config.group_instance_id is not None else next(_client_numbers)
+            config = replace(config, client_id=f"consumer-{config.group_id}-{suffix}")
         return config
+
+    @property
+    def is_static(self) -> bool:
+        """A static member (KIP-345): `group.instance.id` is set (Java: `!isDynamicMember()`)."""
+        return self.group_instance_id is not None
 
     @property
     def strategies(self) -> list[str]:
@@ -116,6 +159,10 @@ class ConsumerConfig:
             (not self.lab_coordinator_via or via_ok(), f"lab.coordinator.via={self.lab_coordinator_via!r} must be "
                                                        "host:port"),
         ]
+        instance_problem = None if self.group_instance_id is None else group_instance_id_problem(self.group_instance_id)
+        checks.append((instance_problem is None,
+                       f"group.instance.id={self.group_instance_id!r}: {instance_problem} (a static member's id: "
+                       "ASCII letters, digits, '.', '_' and '-', at most 249; unset for a dynamic member)"))
         check_all(checks)
 
     def as_record(self) -> dict:

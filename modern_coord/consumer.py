@@ -17,13 +17,15 @@ Two threads, as in the Java client since 0.10.1:
   whole session it finds the coordinator again, looking it up itself as
   Java's heartbeat thread does. When the application has not polled for
   `max.poll.interval.ms`, it leaves the group (LeaveGroup, generation and
-  member id reset, heartbeats stop) so that the others can go on.
+  member id reset, heartbeats stop) so that the others can go on; a static
+  member sends no LeaveGroup (below).
 
 One rebalance, as this member lives it (states in `member.py`)::
 
     commit positions (if auto-commit; retried until the rebalance timeout),
     revoke everything (eager), rebalance_begin
     JoinGroup(member id or "")  -> MEMBER_ID_REQUIRED: again with the id handed out
+                                   (a static member's first JoinGroup is answered with its id at once)
                                 -> generation g, leader, members (leader only)
     leader: assignor(members' subscriptions) ; SyncGroup(g, assignments)
     SyncGroup answer            -> this member's partitions, STABLE: assigned, rebalance_end;
@@ -48,6 +50,7 @@ is decided in one place, `error_action(api, error)`; `_act_on` does it::
       UNKNOWN_MEMBER_ID           retry       reset                reset       reset         retry
     REBALANCE_IN_PROGRESS         retry       rejoin               rejoin      rejoin        retry
     MEMBER_ID_REQUIRED            retry       rejoin (its new id)  retry       fail          retry
+    FENCED_INSTANCE_ID            retry       fatal                fatal ***   fatal ***     retry
     COORDINATOR_LOAD_IN_PROGRESS  retry       retry                retry       retry *       retry
     INCONSISTENT_GROUP_PROTOCOL,
       INVALID_SESSION_TIMEOUT,
@@ -69,12 +72,35 @@ is decided in one place, `error_action(api, error)`; `_act_on` does it::
   after `retry.backoff.ms`;
 - *retry*: the same request again after `retry.backoff.ms`;
 - *fail*: this commit is not retried; its offsets go with the next one;
-- *fatal*: the consumer stops (`consumer_failed`);
+- *fatal*: the consumer stops (`consumer_failed`; its snapshot says it gave
+  up), and does not commit on its way out;
 - ``*``: the commit before a rejoin is retried on these, until the rebalance
   timeout (Java's `RetriableCommitFailedException`);
 - ``**``: the poll loop's requests (`_call_coordinator`) mark the coordinator
   unknown themselves when the connection fails; a commit with no answer is
-  recorded as REQUEST_TIMED_OUT.
+  recorded as REQUEST_TIMED_OUT;
+- ``***``: only for the generation the member still holds (Java's
+  `generationUnchanged()`): a heartbeat's for an older one is ignored, a
+  commit's fails (not retried). The heartbeat thread cannot stop the
+  consumer itself: it stops heartbeating and the poll loop raises its
+  failure at its next turn (Java's `HeartbeatThread.failed`, raised by
+  `pollHeartbeat`). A commit fenced while the consumer stops is not raised
+  (Java's `close` logs it).
+
+Static membership (KIP-345, `group.instance.id` in `config.py`): the member
+names its instance id in JoinGroup, SyncGroup, Heartbeat and OffsetCommit
+(Java 3.6's requests; its LeaveGroup never does, see below). Its first
+JoinGroup, with member id "", is answered with its member id at once (no
+MEMBER_ID_REQUIRED round); a restart within the session timeout gets the
+instance's old entry under a new member id, and no rebalance if the group is
+Stable (the coordinator then names the old leader id, so a restarted leader
+syncs as a follower and gets its old assignment). The old process, if still
+alive, is answered FENCED_INSTANCE_ID and stops (fatal, above). A static
+member never sends LeaveGroup (Java's `maybeLeaveGroup` skips it unless
+`isDynamicMember()`): not on `stop()`, which still commits and revokes, and
+not on `max.poll.interval.ms`, where it still resets its generation and
+member id and rejoins under its instance id. The coordinator keeps it until
+its session times out (or an operator removes it by instance id).
 
 It never talks to ZooKeeper. Departure from the Java client, stated: when
 the heartbeat thread learns that the generation is gone, the Java client
@@ -90,7 +116,7 @@ Usage::
     config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9092"})
     consumer = ModernConsumer(config, ["t"], trace, name="c1").start()
     consumer.assignment()        # [("t", 0), ("t", 1)]
-    consumer.stop()              # commit, revoke, LeaveGroup
+    consumer.stop()              # commit, revoke, LeaveGroup (a dynamic member only)
 """
 
 from __future__ import annotations
@@ -122,13 +148,16 @@ class Action(enum.Enum):
     REJOIN = "rejoin"          # the group is rebalancing, or handed out a member id: rejoin at once
     RETRY = "retry"            # the same request again after retry.backoff.ms
     FAIL = "fail"              # a commit that retrying will not mend: not retried
-    FATAL = "fatal"            # misconfigured: the consumer stops
+    FATAL = "fatal"            # misconfigured, or fenced by another instance of this group.instance.id: it stops
 
 
 FENCED = (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID)
 COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 MISCONFIGURED = (ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ErrorCode.INVALID_SESSION_TIMEOUT,
                  ErrorCode.INVALID_GROUP_ID, ErrorCode.INVALID_REQUEST)
+#: the requests a static member names its group.instance.id in, on which the coordinator may answer
+#: FENCED_INSTANCE_ID: Java raises FencedInstanceIdException for each (the heartbeat thread's, at the next poll)
+INSTANCE_FENCED_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit")
 
 
 def error_action(api: str, error: ErrorCode | None) -> Action:
@@ -138,6 +167,8 @@ def error_action(api: str, error: ErrorCode | None) -> Action:
         (<Action.REJOIN: 'rejoin'>, <Action.RETRY: 'retry'>)
         >>> error_action("JoinGroup", ErrorCode.INVALID_SESSION_TIMEOUT), error_action("Heartbeat", None)
         (<Action.FATAL: 'fatal'>, <Action.REDISCOVER: 'rediscover'>)
+        >>> error_action("Heartbeat", ErrorCode.FENCED_INSTANCE_ID)
+        <Action.FATAL: 'fatal'>
     """
     if error is ErrorCode.NONE or api == "LeaveGroup":
         return Action.PROCEED
@@ -151,6 +182,9 @@ def error_action(api: str, error: ErrorCode | None) -> Action:
         return Action.REDISCOVER
     if api == "OffsetFetch":
         return Action.RETRY  # a start position: never a reason to rejoin
+    if error is ErrorCode.FENCED_INSTANCE_ID:
+        # another process joined under this group.instance.id: this one is the zombie (Java: FencedInstanceIdException)
+        return Action.FATAL if api in INSTANCE_FENCED_APIS else Action.RETRY
     if error in FENCED:
         return Action.RESET
     if error is ErrorCode.REBALANCE_IN_PROGRESS:
@@ -176,6 +210,20 @@ def commit_retriable(error: ErrorCode | None) -> bool:
     """Java's `RetriableCommitFailedException`: the coordinator moved, is loading or did not answer (None: no
     commit was sent)."""
     return error is not None and error_action("OffsetCommit", error) in (Action.REDISCOVER, Action.RETRY)
+
+
+def leader_subscriptions(members: list[dict]) -> dict[str, Subscription]:
+    """The assignor's input, from the member list of the leader's JoinGroup answer.
+
+    Each member's `group.instance.id` goes with its subscription: the assignors
+    order static members by it (`lab_cluster/assignment/base.py`), so that a
+    restarted static member, back under a new member id, keeps its place.
+    """
+    return {m["member_id"]: Subscription(m["metadata"]["topics"],
+                                         [tuple(tp) for tp in m["metadata"].get("owned", [])],
+                                         m["metadata"].get("generation", -1),
+                                         m.get("group_instance_id"))
+            for m in members}
 
 
 class ConsumerFailed(Exception):
@@ -207,6 +255,8 @@ class ModernConsumer:
         self._lookup_lock = threading.Lock()  # one coordinator lookup at a time (poll loop or heartbeat thread)
         self._rejoin_reason: str | None = "first join"  # set: a rejoin is needed; cleared on SyncGroup success
         self._reset: ErrorCode | None = None
+        # Java's `HeartbeatThread.failed`: a fatal answer the heartbeat thread got; the poll loop raises it
+        self._heartbeat_failure: str | None = None
         self._positions_retry_ms = 0  # when the poll loop may look its start positions up again
         self._stop = threading.Event()
         self._coordinator: tuple[str, int] | None = None
@@ -245,7 +295,8 @@ class ModernConsumer:
             return list(self._assignment)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Leave gracefully: the poll loop commits, revokes and sends LeaveGroup before it ends."""
+        """Leave gracefully: the poll loop commits, revokes and, if a dynamic member, sends LeaveGroup before it
+        ends (`_leave`)."""
         self._stop.set()
         self._poll_thread.join(timeout_s)
         self._hb_thread.join(timeout_s)
@@ -352,7 +403,7 @@ class ModernConsumer:
     def _poll_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                self.heartbeat.poll(monotonic_ms())
+                self._poll_heartbeat(monotonic_ms())
                 if not self._ensure_coordinator():
                     if self.state is MemberState.STABLE:
                         self._fetch_round()  # Kafka keeps fetching while it looks for the coordinator
@@ -371,6 +422,15 @@ class ModernConsumer:
             self._changed()
         finally:
             self._leave()
+
+    def _poll_heartbeat(self, now: int) -> None:
+        """Java's `pollHeartbeat`, at the top of every poll: a fatal error of the heartbeat thread is raised here
+        (ConsumerFailed), and the poll is recorded for `max.poll.interval.ms`."""
+        with self._lock:
+            failure = self._heartbeat_failure
+        if failure is not None:
+            raise ConsumerFailed(failure)
+        self.heartbeat.poll(now)
 
     def _rebalance(self) -> None:
         with self._lock:
@@ -414,6 +474,7 @@ class ModernConsumer:
         rebalance_ms = self.config.max_poll_interval_ms
         response = self._call_coordinator(
             "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
+            group_instance_id=self.config.group_instance_id,
             client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
             protocols=[{"name": s, "metadata": self._subscription_metadata()} for s in self.config.strategies])
@@ -424,7 +485,8 @@ class ModernConsumer:
         if response["leader"] == self.member_id:
             assignments = self._assign_as_leader(response["protocol_name"], response["members"])
         response = self._call_coordinator("SyncGroup", generation_id=self.generation.generation_id,
-                                          member_id=self.member_id, assignments=assignments)
+                                          member_id=self.member_id, group_instance_id=self.config.group_instance_id,
+                                          assignments=assignments)
         outcome = self._handle_sync_response(response)
         if outcome != "ok":
             return outcome
@@ -496,10 +558,7 @@ class ModernConsumer:
         return action
 
     def _assign_as_leader(self, protocol: str, members: list[dict]) -> list[dict]:
-        subscriptions = {m["member_id"]: Subscription(m["metadata"]["topics"],
-                                                      [tuple(tp) for tp in m["metadata"].get("owned", [])],
-                                                      m["metadata"].get("generation", -1))
-                         for m in members}
+        subscriptions = leader_subscriptions(members)
         topics = {t for s in subscriptions.values() for t in s.topics}
         if not all(t in self.fetcher.partition_counts for t in topics):
             self.fetcher.refresh_metadata()
@@ -593,34 +652,60 @@ class ModernConsumer:
             return None
         response = self._call_coordinator(
             "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
+            group_instance_id=self.config.group_instance_id,
             offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
         return self._handle_commit_response(response, moved, generation, why)
 
     def _handle_commit_response(self, response: dict | None, moved: dict[TopicPartition, int],
                                 generation: Generation, why: str) -> ErrorCode:
         """OffsetCommit's answer: a `commit` event per offset (`accepted`, `fenced` or `failed`), then the
-        error policy; returns the error (REQUEST_TIMED_OUT for no answer)."""
+        error policy; returns the error (REQUEST_TIMED_OUT for no answer).
+
+        FENCED_INSTANCE_ID is fatal only for the generation the member still
+        holds (Java's `generationUnchanged()`); for one it has already left,
+        the commit fails and is not retried (Java: CommitFailedException, or
+        RebalanceInProgressException). Either way the commit was `fenced`.
+        """
         error = ErrorCode.REQUEST_TIMED_OUT if response is None else ErrorCode(response["error_code"])
         action = error_action("OffsetCommit", error)
-        outcome = {Action.PROCEED: "accepted", Action.RESET: "fenced"}.get(action, "failed")
+        instance_fenced = error is ErrorCode.FENCED_INSTANCE_ID
+        if instance_fenced:
+            with self._lock:
+                if self.generation != generation:
+                    action = Action.FAIL
+        outcome = ("accepted" if action is Action.PROCEED
+                   else "fenced" if action is Action.RESET or instance_fenced else "failed")
         for (t, p), offset in sorted(moved.items()):
             self.trace.record("commit", topic=t, partition=p, offset=offset, member=generation.member_id,
                               generation=generation.generation_id, outcome=outcome, error=error.name, why=why)
         if error is ErrorCode.NONE:
             with self._lock:
                 self._committed.update(moved)
-        else:
+        elif action is not Action.FAIL:
             self._act_on("OffsetCommit", error)
         return error
 
+    def _is_dynamic_member(self) -> bool:
+        """Java's `isDynamicMember()`: no `group.instance.id`. Only a dynamic member sends LeaveGroup."""
+        return not self.config.is_static
+
     def _leave(self) -> None:
-        """Stopping: commit, revoke, LeaveGroup, close connections."""
+        """Stopping, as Java's `close()`: commit (its failure is not raised: Java's close logs it), revoke
+        (`onLeavePrepare`), LeaveGroup if a dynamic member (`maybeLeaveGroup`), close connections.
+
+        A static member sends no LeaveGroup: the coordinator keeps it, and its
+        partitions, until its session times out, so that it can come back
+        under the same `group.instance.id` without a rebalance.
+        """
         try:
             if self.error is None and self._assignment:
-                self._commit_positions("stop")
+                try:
+                    self._commit_positions("stop")
+                except ConsumerFailed:
+                    pass  # FENCED_INSTANCE_ID: Java's maybeAutoCommitOffsetsSync logs it; the `commit` event says it
             if self._assignment:
                 self._revoke()
-            if self.member_id and self._coordinator is not None:
+            if self._is_dynamic_member() and self.member_id and self._coordinator is not None:
                 response = self._call_coordinator("LeaveGroup", member_id=self.member_id)
                 self._handle_leave_response(None if response is None else ErrorCode(response["error_code"]),
                                             self.member_id)
@@ -642,8 +727,9 @@ class ModernConsumer:
         backoff_s = max(self.config.retry_backoff_ms, 10) / 1000
         with self._lock:
             generation, state, client = self.generation, self.state, self._hb_client
-        if state.has_not_joined_group() or not generation.is_valid():
-            return backoff_s  # Java: disabled until the member has a generation
+            failed = self._heartbeat_failure is not None
+        if state.has_not_joined_group() or not generation.is_valid() or failed:
+            return backoff_s  # Java: disabled until the member has a generation, and once the thread has failed
         if client is None:
             # Java's heartbeat thread looks the coordinator up itself (the poll loop may be busy), then backs off;
             # a lookup that found none has backed off already
@@ -663,6 +749,7 @@ class ModernConsumer:
         self.heartbeat.sent_heartbeat(now)
         try:
             response = client.request("Heartbeat", group_id=self.config.group_id, member_id=generation.member_id,
+                                      group_instance_id=self.config.group_instance_id,
                                       generation_id=generation.generation_id)
             error = ErrorCode(response["error_code"])
         except ConnectionError:
@@ -676,20 +763,31 @@ class ModernConsumer:
         A REBALANCE_IN_PROGRESS that arrives while this member is already
         rebalancing, and a fencing error for a generation it has already left,
         belong to the past: both are ignored, and count as a heartbeat
-        answered. Otherwise the error policy decides; an answer that lets the
-        member go on (NONE, or a rejoin to make) counts as answered, any other
-        makes the next heartbeat wait for `retry.backoff.ms`.
+        answered (FENCED_INSTANCE_ID too, as Java's handler groups it with
+        the other two). Otherwise the error policy decides; an answer that lets
+        the member go on (NONE, or a rejoin to make) counts as answered, a
+        fatal one (FENCED_INSTANCE_ID) fails the heartbeat thread (Java:
+        `failed.set`), any other makes the next heartbeat wait for
+        `retry.backoff.ms`.
         """
         with self._lock:
             state, current = self.state, self.generation
         ignored = ((error is ErrorCode.REBALANCE_IN_PROGRESS and state is not MemberState.STABLE)
-                   or (error in FENCED and current != sent_under))
+                   or (error in FENCED + (ErrorCode.FENCED_INSTANCE_ID,) and current != sent_under))
         self.trace.record("heartbeat", member=sent_under.member_id, generation=sent_under.generation_id,
                           error=error.name if error is not None else "NETWORK_EXCEPTION", ignored=ignored)
         if ignored:
             self.heartbeat.received_heartbeat(monotonic_ms())
             return
-        if error_action("Heartbeat", error) in (Action.PROCEED, Action.REJOIN):
+        action = error_action("Heartbeat", error)
+        if action is Action.FATAL:
+            # Java: resetStateOnResponseError (a rejoin requested, so the poll loop stops fetching), then the
+            # thread fails; the poll loop raises it at its next turn (`_poll_heartbeat`), as `pollHeartbeat` does
+            with self._lock:
+                self._heartbeat_failure = f"Heartbeat: {error.name}"
+            self.request_rejoin(f"Heartbeat: {error.name}")
+            return
+        if action in (Action.PROCEED, Action.REJOIN):
             self.heartbeat.received_heartbeat(monotonic_ms())
         else:
             self.heartbeat.fail_heartbeat(monotonic_ms())
@@ -705,11 +803,13 @@ class ModernConsumer:
                           error=error.name if error is not None else "NETWORK_EXCEPTION", **why)
 
     def _maybe_leave_group(self, reason: str) -> None:
-        """Java's `maybeLeaveGroup`: LeaveGroup if the member is in a group, then generation and member id
-        reset (so heartbeats stop, and no commit is sent) and a rejoin requested for the next poll."""
+        """Java's `maybeLeaveGroup`: LeaveGroup if the member is a dynamic one in a group, then, either way,
+        generation and member id reset (so heartbeats stop, and no commit is sent) and a rejoin requested for
+        the next poll. A static member sends no LeaveGroup: it rejoins with member id "" and its instance id, and
+        the coordinator gives its entry a new member id (a rebalance only if the group is not Stable)."""
         with self._lock:
             member_id, client, state = self.generation.member_id, self._hb_client, self.state
-        if member_id and client is not None and state is not MemberState.UNJOINED:
+        if self._is_dynamic_member() and member_id and client is not None and state is not MemberState.UNJOINED:
             try:
                 response = client.request("LeaveGroup", group_id=self.config.group_id, member_id=member_id)
                 error = ErrorCode(response["error_code"])

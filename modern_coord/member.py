@@ -12,9 +12,13 @@ States and transitions (the Java client's `AbstractCoordinator.MemberState`)::
                            revokes and sends JoinGroup-----------------------> PREPARING_REBALANCE
     any                  --ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID for the
                            current generation: generation reset-------------> UNJOINED
-    any                  --max.poll.interval.ms expired: LeaveGroup,
-                           generation and member id reset--------------------> UNJOINED
-    any                  --stop(): commit, revoke, LeaveGroup----------------> UNJOINED (stopped)
+    any                  --FENCED_INSTANCE_ID (a static member whose
+                           group.instance.id another process took): fatal---> UNJOINED (stopped)
+    any                  --max.poll.interval.ms expired: LeaveGroup (a
+                           dynamic member only), generation and member id
+                           reset-------------------------------------------> UNJOINED
+    any                  --stop(): commit, revoke, LeaveGroup (a dynamic
+                           member only)-------------------------------------> UNJOINED (stopped)
 
 The heartbeat thread runs only in COMPLETING_REBALANCE and STABLE (Java's
 `hasNotJoinedGroup()` disables it in the other two).

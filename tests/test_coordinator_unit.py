@@ -11,6 +11,11 @@ SESSION, REBALANCE, DELAY = 10_000, 30_000, 3_000
 G = "g"
 
 
+def _static(request, instance):
+    """The request, naming a group.instance.id if one is given (a dynamic member's requests have none)."""
+    return request if instance is None else {**request, "group_instance_id": instance}
+
+
 class Harness:
     def __init__(self, **config):
         self.clock = FakeClock()
@@ -29,12 +34,14 @@ class Harness:
     def state(self):
         return self.coord.groups[G].state
 
-    def join(self, member_id="", protocols=("range",), session=SESSION, rebalance=REBALANCE, client="c"):
+    def join(self, member_id="", protocols=("range",), session=SESSION, rebalance=REBALANCE, client="c",
+             instance=None):
         box = []
-        self.coord.join_group({"group_id": G, "member_id": member_id, "client_id": client,
-                               "session_timeout_ms": session, "rebalance_timeout_ms": rebalance,
-                               "protocol_type": "consumer",
-                               "protocols": [{"name": p, "metadata": {"topics": ["t"]}} for p in protocols]},
+        self.coord.join_group(_static({"group_id": G, "member_id": member_id, "client_id": client,
+                                       "session_timeout_ms": session, "rebalance_timeout_ms": rebalance,
+                                       "protocol_type": "consumer",
+                                       "protocols": [{"name": p, "metadata": {"topics": ["t"]}} for p in protocols]},
+                                      instance),
                               box.append)
         return box
 
@@ -44,20 +51,25 @@ class Harness:
         assert first[0]["error"] == "MEMBER_ID_REQUIRED"
         return first[0]["member_id"], self.join(member_id=first[0]["member_id"], **kw)
 
-    def sync(self, member_id, generation, assignments=None):
+    def sync(self, member_id, generation, assignments=None, instance=None):
         box = []
-        req = {"group_id": G, "member_id": member_id, "generation_id": generation}
+        req = _static({"group_id": G, "member_id": member_id, "generation_id": generation}, instance)
         if assignments is not None:
             req["assignments"] = [{"member_id": m, "assignment": a} for m, a in assignments.items()]
         self.coord.sync_group(req, box.append)
         return box
 
-    def heartbeat(self, member_id, generation):
-        return self.coord.heartbeat({"group_id": G, "member_id": member_id, "generation_id": generation})["error"]
+    def heartbeat(self, member_id, generation, instance=None):
+        return self.coord.heartbeat(_static({"group_id": G, "member_id": member_id, "generation_id": generation},
+                                            instance))["error"]
 
-    def commit(self, member_id, generation, offset=5):
-        return self.coord.commit_offsets({"group_id": G, "member_id": member_id, "generation_id": generation,
-                                          "offsets": [{"topic": "t", "partition": 0, "offset": offset}]})["error"]
+    def commit(self, member_id, generation, offset=5, instance=None):
+        return self.coord.commit_offsets(_static({"group_id": G, "member_id": member_id, "generation_id": generation,
+                                                  "offsets": [{"topic": "t", "partition": 0, "offset": offset}]},
+                                                 instance))["error"]
+
+    def leave(self, member_id, instance=None):
+        return self.coord.leave_group(_static({"group_id": G, "member_id": member_id}, instance))["error"]
 
     def committed(self):
         return self.coord.fetch_offsets({"group_id": G, "partitions": [["t", 0]]})["offsets"][0]["offset"]
@@ -97,7 +109,7 @@ def test_empty_group_waits_the_initial_delay_then_completes_with_generation_1():
     h.advance(1)
     assert h.state is S.COMPLETING_REBALANCE
     assert held[0]["generation_id"] == 1 and held[0]["leader"] == m1 and held[0]["protocol_name"] == "range"
-    assert held[0]["members"] == [{"member_id": m1, "metadata": {"topics": ["t"]}}]
+    assert held[0]["members"] == [{"member_id": m1, "group_instance_id": None, "metadata": {"topics": ["t"]}}]
 
 
 def test_a_member_joining_during_the_initial_delay_extends_it_up_to_the_rebalance_timeout():

@@ -7,6 +7,9 @@ a `Scheduler`, so that every transition can be tested with a fake clock.
 Protocol phases, as a member sees them::
 
     JoinGroup(member_id="")        -> MEMBER_ID_REQUIRED + a member id (JoinGroup v4+)
+    JoinGroup(member_id="",        -> a static member (KIP-345): its member id at once
+              group_instance_id=i)    ("i-uuid"), and the join goes on as below; if i is
+                                      already a member, see "Static members"
     JoinGroup(member_id=id)        -> held open until every member has rejoined or the
                                       rebalance timeout expires; then generation + 1, and
                                       the leader's answer lists every member's subscription
@@ -17,6 +20,7 @@ Protocol phases, as a member sees them::
     OffsetCommit(generation, id)   -> accepted only from a current member of the current
                                       generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID)
     LeaveGroup(id)                 -> the member goes at once; the others rebalance
+    LeaveGroup("", instance id)    -> the static member holding that instance id goes
 
 Answers per state (Kafka's `GroupCoordinator.scala`), for a known member:
 
@@ -35,7 +39,31 @@ Answers per state (Kafka's `GroupCoordinator.scala`), for a known member:
 
 Before any state rule: a member id the group does not know gets
 UNKNOWN_MEMBER_ID, and a generation other than the group's gets
-ILLEGAL_GENERATION. That is the fencing that stops a zombie.
+ILLEGAL_GENERATION. That is the fencing that stops a zombie. A request that
+names a `group.instance.id` is checked first against it (Kafka's
+`validateCurrentMember`): an instance the group does not know gets
+UNKNOWN_MEMBER_ID, and an instance now held by another member id gets
+FENCED_INSTANCE_ID (the old process of a restarted static member).
+
+Static members (`group.instance.id`, KIP-345), Kafka 2.3+: the group keeps a
+static member through restarts, so a restart within its session timeout
+moves no partition.
+
+- A rebalance that completes without a static member keeps it in the next
+  generation (dynamic members that did not rejoin are removed). It goes
+  only when its session times out, by LeaveGroup, or, as any member, when it
+  has not sent SyncGroup within the rebalance timeout after a join completed.
+- A restart is a JoinGroup without a member id and with a known instance id.
+  The instance's entry (assignment, leadership) passes to a new member id;
+  the old id is fenced, and whatever it held open is answered
+  FENCED_INSTANCE_ID. By state: Stable, if the protocol the group would
+  select is unchanged, the group is written and the member answered at once
+  with the current generation, no member list and the leader id as it was
+  (a restarted leader must not take itself for the leader and reassign: a
+  Stable group would not hand that assignment out); its SyncGroup then
+  gets its old assignment, and nobody rebalances. Stable with a changed
+  protocol, and CompletingRebalance, rebalance; PreparingRebalance holds it
+  for the join in progress.
 
 Timers (`Scheduler` keys): ``("join", g)`` the rebalance (or initial delay;
 what it does when it fires is the group's `DelayedJoin`, `group.py`),
@@ -55,9 +83,14 @@ blindly", so members keep their session) and SyncGroup REBALANCE_IN_PROGRESS
 gets COORDINATOR_LOAD_IN_PROGRESS. A LeaveGroup from a member id handed out but
 not yet used removes it at once, so the join it held up can complete.
 
-Departures from Kafka, stated: no static membership (`group.instance.id`), an
-OffsetCommit answer carries one error for all its partitions, and a tie in
-the protocol vote goes to the first name in order.
+Departures from Kafka, stated: an OffsetCommit answer carries one error for
+all its partitions; a tie in the protocol vote goes to the first name in
+order; a LeaveGroup names one member. A restarted static member is answered
+as by JoinGroup v5-v8 (the old leader id); Kafka 3.6 answers v9+ clients
+otherwise: a restarted leader is told it leads, with the member list and
+`skipAssignment`. A failed write of the group is not undone (Kafka reverts a
+static member's replacement, and resets a SyncGroup's assignment, when the
+write fails).
 """
 
 from __future__ import annotations
@@ -119,16 +152,21 @@ class JoinRequest:
     rebalance_timeout_ms: int  # defaults to the session timeout (JoinGroup v0 had none)
     protocol_type: object      # as sent; only "consumer" is served
     protocols: list[tuple[str, dict]]  # (assignor name, subscription metadata), in preference order
+    group_instance_id: str | None = None  # a static member's group.instance.id; None for a dynamic member
 
     @classmethod
     def parse(cls, request: dict) -> JoinRequest:
         """Raises KeyError, TypeError or ValueError when a field is missing or malformed."""
         session_ms = int(request["session_timeout_ms"])
+        instance_id = request.get("group_instance_id")
+        if instance_id is not None and not isinstance(instance_id, str):
+            raise TypeError("group_instance_id must be a string or null")
         return cls(group_id=request.get("group_id"), member_id=request.get("member_id", ""),
                    client_id=str(request.get("client_id", "")), session_timeout_ms=session_ms,
                    rebalance_timeout_ms=int(request.get("rebalance_timeout_ms", session_ms)),
                    protocol_type=request.get("protocol_type", PROTOCOL_TYPE),
-                   protocols=[(str(p["name"]), dict(p.get("metadata") or {})) for p in request["protocols"]])
+                   protocols=[(str(p["name"]), dict(p.get("metadata") or {})) for p in request["protocols"]],
+                   group_instance_id=instance_id)
 
 
 def answer(error: ErrorCode = ErrorCode.NONE, message: str = "", **fields) -> dict:
@@ -205,11 +243,10 @@ class GroupCoordinator:
     def _restore_group(self, record: dict) -> None:
         group = Group(record["group"], generation_id=record["generation"], protocol_type=PROTOCOL_TYPE,
                       protocol_name=record.get("protocol"), leader_id=record.get("leader"))
-        for m in record.get("members", []):
-            group.members[m["member_id"]] = Member(m["member_id"], m["client_id"], m["session_timeout_ms"],
-                                                   m["rebalance_timeout_ms"],
-                                                   [(p["name"], p["metadata"]) for p in m["protocols"]],
-                                                   assignment=m.get("assignment", {}))
+        for m in record.get("members", []):  # Kafka's loadGroup adds each member, static ones by instance id
+            group.add(Member(m["member_id"], m["client_id"], m["session_timeout_ms"], m["rebalance_timeout_ms"],
+                             [(p["name"], p["metadata"]) for p in m["protocols"]],
+                             group_instance_id=m.get("group_instance_id"), assignment=m.get("assignment", {})))
         if group.members:
             group.state = GroupState.STABLE
         self.groups[group.group_id] = group
@@ -241,7 +278,8 @@ class GroupCoordinator:
         protocol type, the session timeout's bounds, the group exists or may
         be created, it is not Dead, it supports one of the member's
         protocols). Then a member without an id is handed one
-        (`_join_unknown_member`), and a member with an id joins
+        (`_join_unknown_member`, or `_join_static_new_member` if it names a
+        `group.instance.id`), and a member with an id joins
         (`_join_known_member`).
         """
         with self.lock:
@@ -277,8 +315,13 @@ class GroupCoordinator:
                 return respond(self._join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
             if member_id:
                 self._join_known_member(group, join, respond)
+            elif join.group_instance_id is not None:
+                self._join_static_new_member(group, join, respond)
             else:
                 self._join_unknown_member(group, join, respond)
+            # Kafka's handleJoinGroup, after either path: "attempt to complete JoinGroup" (every member may be in now)
+            if group.state is GroupState.PREPARING_REBALANCE:
+                self._try_complete_join(group)
 
     def _join_unknown_member(self, group: Group, join: JoinRequest, respond: Respond) -> None:
         """A JoinGroup without a member id: Kafka's `doUnknownJoinGroup` (`doNewMemberJoinGroup` in Kafka 3.x).
@@ -294,6 +337,25 @@ class GroupCoordinator:
                              lambda: self._expire_pending(group, new_id))
         respond(self._join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
 
+    def _join_static_new_member(self, group: Group, join: JoinRequest, respond: Respond) -> None:
+        """A JoinGroup without a member id but with a `group.instance.id`: Kafka's `doStaticNewMemberJoinGroup`.
+
+        No MEMBER_ID_REQUIRED round: the instance id already names the member,
+        so it is given its member id (``instanceId-uuid``, Kafka's
+        `generateMemberId`) in this answer. An instance the group does not know
+        is added and the group rebalances, like any new member; a known one is
+        a restart of that member (`_update_static_member_and_rebalance`).
+        """
+        instance_id = join.group_instance_id
+        new_id = f"{instance_id}-{uuid.uuid4()}"
+        old_id = group.current_static_member_id(instance_id)
+        if old_id is None:
+            member = Member(new_id, join.client_id, join.session_timeout_ms, join.rebalance_timeout_ms,
+                            join.protocols, group_instance_id=instance_id)
+            self._add_member_and_rebalance(group, member, respond)
+        else:
+            self._update_static_member_and_rebalance(group, old_id, new_id, join, respond)
+
     def _join_known_member(self, group: Group, join: JoinRequest, respond: Respond) -> None:
         """A JoinGroup with a member id: Kafka's `doJoinGroup` (`doCurrentMemberJoinGroup` in Kafka 3.x).
 
@@ -305,12 +367,17 @@ class GroupCoordinator:
         """
         member_id = join.member_id
         if member_id in group.pending_members:
+            if join.group_instance_id is not None:
+                # Only dynamic members are handed pending ids; Kafka throws IllegalStateException here,
+                # which its request handler answers UNKNOWN_SERVER_ERROR
+                return respond(self._join_error(ErrorCode.UNKNOWN_SERVER_ERROR, member_id,
+                                                "a pending member id cannot join with a group_instance_id"))
             self.timers.cancel(("pending", group.group_id, member_id))
             member = Member(member_id, join.client_id, join.session_timeout_ms, join.rebalance_timeout_ms,
                             join.protocols)
             self._add_member_and_rebalance(group, member, respond)
-        elif member_id not in group.members:
-            return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        elif (err := self._validate_current_member(group, member_id, join.group_instance_id)) is not None:
+            return respond(self._join_error(err, member_id))
         else:
             member = group.members[member_id]
             changed = member.protocols != join.protocols
@@ -331,9 +398,6 @@ class GroupCoordinator:
                     respond(self._join_result(group, member))
             else:  # Empty (Dead was answered before): unexpected; the member resets and rejoins
                 return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-        # Kafka's handleJoinGroup, after doJoinGroup: "attempt to complete JoinGroup" (every member may be in now)
-        if group.state is GroupState.PREPARING_REBALANCE:
-            self._try_complete_join(group)
 
     @staticmethod
     def _join_error(error: ErrorCode, member_id: str, message: str = "") -> dict:
@@ -354,6 +418,51 @@ class GroupCoordinator:
         self._heartbeat_deadline(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self.on_event("member_added", group=group.group_id, member=member.member_id)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} joined")
+
+    def _update_static_member_and_rebalance(self, group: Group, old_id: str, new_id: str, join: JoinRequest,
+                                            respond: Respond) -> None:
+        """A known static member restarted: Kafka's `updateStaticMemberAndRebalance`.
+
+        Its entry passes to the new member id (`Group.replace_static_member`),
+        and whatever the old id still held open is answered
+        FENCED_INSTANCE_ID: two processes with one instance id cannot both be
+        the member. Then, by state:
+
+        - Stable, and the protocol the group would select is unchanged: no
+          rebalance. The group is written with the new member id and the member
+          is answered at once with the current generation, no member list and
+          the leader as it was *before* the replacement: a restarted leader
+          sees another id as leader, so it does not run an assignment that a
+          Stable group would never hand out. It then syncs and gets its old
+          assignment.
+        - Stable with a changed protocol, or CompletingRebalance (the leader may
+          be assigning under the old id): rebalance.
+        - PreparingRebalance: it is held for the join in progress.
+        """
+        current_leader = group.leader_id
+        old = group.members[old_id]
+        old.answer_join(self._join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        old.answer_sync(answer(ErrorCode.FENCED_INSTANCE_ID, assignment={}))
+        member = group.replace_static_member(join.group_instance_id, old_id, new_id)
+        # the session timer goes on under the new id (Kafka reschedules it before the timeouts are updated)
+        self.timers.cancel(("heartbeat", group.group_id, old_id))
+        self._heartbeat_deadline(group, member)
+        member.protocols = join.protocols
+        member.session_timeout_ms, member.rebalance_timeout_ms = join.session_timeout_ms, join.rebalance_timeout_ms
+        member.awaiting_join = respond
+        self.on_event("member_replaced", group=group.group_id, member=new_id, replaced=old_id,
+                      group_instance_id=join.group_instance_id)
+        reason = f"static member {new_id} (instance {join.group_instance_id}) rejoined"
+        if group.state is GroupState.STABLE:
+            if group.select_protocol() == group.protocol_name:
+                self._store_group(group)  # so that a new coordinator knows the new member id
+                member.answer_join(answer(generation_id=group.generation_id, protocol_name=group.protocol_name,
+                                          leader=current_leader, member_id=new_id, members=[]))
+            else:
+                self._maybe_prepare_rebalance(group, reason + " with a change of protocol")
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            self._prepare_rebalance(group, reason)
+        # PreparingRebalance: held, like any member that rejoined (Empty and Dead cannot have a known member)
 
     def _update_member_and_rebalance(self, group: Group, member: Member, protocols, respond: Respond) -> None:
         member.answer_join(self._join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))  # replaced
@@ -403,7 +512,15 @@ class GroupCoordinator:
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
-        """Kafka's `onCompleteJoin`: members that did not rejoin are removed, the next generation begins.
+        """Kafka's `onCompleteJoin`: dynamic members that did not rejoin are removed, the next generation begins.
+
+        Static members that did not rejoin stay: the next generation includes
+        them, and the leader assigns them their share as if they were there
+        (what KIP-345 is for: a restart within the session timeout moves no
+        partition). If the leader is one of them, a member that rejoined leads
+        instead; if nobody rejoined (only static members are left, all
+        silent), the join waits another rebalance timeout, until their
+        sessions run out.
 
         Reached when the join timer fires (`_join_timer_expired`), or early
         through `_try_complete_join`, which JoinGroup, a member's removal and a
@@ -413,10 +530,18 @@ class GroupCoordinator:
             return
         group.delayed_join = None
         for member in group.not_yet_rejoined():
+            if member.is_static:
+                continue
             self.timers.cancel(("heartbeat", group.group_id, member.member_id))
             group.remove(member.member_id)
             self.on_event("member_removed", group=group.group_id, member=member.member_id,
                           reason="did not rejoin within the rebalance timeout")
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            group.delayed_join = DelayedJoin(initial=False)
+            self.timers.schedule(("join", group.group_id), group.rebalance_timeout_ms(),
+                                 lambda: self._join_timer_expired(group))
+            self.on_event("join_postponed", group=group.group_id, reason="no member rejoined")
+            return
         was = group.state
         group.init_next_generation()
         self._state_event(group, was, "join complete")
@@ -434,7 +559,12 @@ class GroupCoordinator:
                              lambda: self._sync_expired(group, generation))
 
     def _sync_expired(self, group: Group, generation: int) -> None:
-        """Kafka's `onExpirePendingSync`: members that never sent SyncGroup are removed, the group rebalances."""
+        """Kafka's `onExpirePendingSync`: members that never sent SyncGroup are removed, the group rebalances.
+
+        Static members too: Kafka makes no exception for them here, so a static
+        member that missed a join round is removed if it has not synced
+        within the rebalance timeout after the join completed.
+        """
         if generation != group.generation_id or group.state not in (GroupState.COMPLETING_REBALANCE,
                                                                     GroupState.STABLE):
             return
@@ -506,9 +636,23 @@ class GroupCoordinator:
             return answer()
 
     def leave_group(self, request: dict) -> dict:
+        """LeaveGroup: Kafka's `handleLeaveGroup` (one member per request here).
+
+        Without a member id but with a `group.instance.id`, the static member
+        holding that instance id is removed (KIP-345's way for an operator to
+        take a static member out at once rather than wait for its session timeout).
+        """
         with self.lock:
             group_id, member_id = request.get("group_id"), request.get("member_id")
+            instance_id = request.get("group_instance_id")
             group = self.groups.get(group_id) if self.owner_error(group_id) is None else None
+            if group is not None and group.state is not GroupState.DEAD and not member_id \
+                    and isinstance(instance_id, str):
+                current = group.current_static_member_id(instance_id)
+                if current is None:
+                    return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+                self._remove_member_and_update(group, group.members[current], "removed by its group.instance.id")
+                return answer()
             if group is not None and group.state is not GroupState.DEAD and member_id in group.pending_members:
                 # Kafka's removePendingMemberAndUpdateGroup: the id was handed out and never used
                 group.pending_members.discard(member_id)
@@ -533,16 +677,38 @@ class GroupCoordinator:
         if group is None:
             return None, ErrorCode.UNKNOWN_MEMBER_ID
         generation = request.get("generation_id") if check_generation else group.generation_id
-        err = self._member_error(group, request.get("member_id"), generation)
+        err = self._member_error(group, request.get("member_id"), generation, request.get("group_instance_id"))
         return (group, None) if err is None else (None, err)
 
-    def _member_error(self, group: Group, member_id, generation_id) -> ErrorCode | None:
+    def _member_error(self, group: Group, member_id, generation_id, instance_id=None) -> ErrorCode | None:
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        err = self._validate_current_member(group, member_id, instance_id)
+        if err is not None:
+            return err
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    @staticmethod
+    def _validate_current_member(group: Group, member_id, instance_id) -> ErrorCode | None:
+        """Kafka's `validateCurrentMember`: is this the member it claims to be?
+
+        With a `group.instance.id`: the instance must be known
+        (UNKNOWN_MEMBER_ID) and held by this member id, else FENCED_INSTANCE_ID
+        (the zombie of a restarted static member). In all cases the member id
+        must be in the group (UNKNOWN_MEMBER_ID).
+        """
+        if instance_id is not None:
+            if not isinstance(instance_id, str):
+                return ErrorCode.INVALID_REQUEST
+            current = group.current_static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
     def _heartbeat_deadline(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
@@ -600,7 +766,7 @@ class GroupCoordinator:
             elif group.state is GroupState.DEAD:
                 return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             elif not (generation < 0 and group.state is GroupState.EMPTY):
-                err = self._member_error(group, member_id, generation)
+                err = self._member_error(group, member_id, generation, request.get("group_instance_id"))
                 if err is None and group.state is GroupState.COMPLETING_REBALANCE:
                     err = ErrorCode.REBALANCE_IN_PROGRESS
                 if err is not None:
@@ -630,7 +796,7 @@ class GroupCoordinator:
         self.store.append(self.partition_for(group.group_id), {
             "type": "group", "group": group.group_id, "generation": group.generation_id,
             "protocol": group.protocol_name, "leader": group.leader_id,
-            "members": [{"member_id": m.member_id, "client_id": m.client_id,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                          "session_timeout_ms": m.session_timeout_ms, "rebalance_timeout_ms": m.rebalance_timeout_ms,
                          "protocols": [{"name": n, "metadata": md} for n, md in m.protocols],
                          "assignment": m.assignment} for m in group.members.values()]})

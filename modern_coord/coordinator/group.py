@@ -14,9 +14,16 @@ States and the transitions Kafka allows (`GroupState.valid_previous`)::
     any                 --the coordinator loses the group's partition----> Dead
 
 A member is in the group from its JoinGroup (with the member id the
-coordinator gave it) until it leaves, its session times out, or a rebalance
-completes without it. While a rebalance is prepared, a member "awaits join"
-(its JoinGroup is held open); after it, "awaits sync".
+coordinator gave it) until it leaves, its session times out, or (a dynamic
+member) a rebalance completes without it. While a rebalance is prepared, a
+member "awaits join" (its JoinGroup is held open); after it, "awaits sync".
+
+A static member (KIP-345) also has a `group.instance.id` that it keeps across
+restarts. The group maps each instance id to the member id that holds it now
+(`static_members`, Kafka's `staticMembers`). A rebalance that completes
+without a static member keeps it, and a restarted instance takes over its
+old entry under a new member id (`replace_static_member`): same protocols,
+assignment and leadership, while the old member id is fenced.
 
 While the group is PreparingRebalance, its join timer runs, and what that
 timer will do when it fires is kept on the group, in `Group.delayed_join`
@@ -63,10 +70,15 @@ class Member:
     session_timeout_ms: int
     rebalance_timeout_ms: int
     protocols: list[tuple[str, dict]]  # (assignor name, subscription metadata), in preference order
+    group_instance_id: str | None = None  # set for a static member (KIP-345)
     assignment: dict = field(default_factory=dict)
     awaiting_join: Respond | None = None
     awaiting_sync: Respond | None = None
     is_new: bool = False  # added by the rebalance in progress (Kafka's `MemberMetadata.isNew`)
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
@@ -159,6 +171,7 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
     pending_sync: set[str] = field(default_factory=set)  # given this generation, no SyncGroup yet
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> its current member id
     delayed_join: DelayedJoin | None = None  # the join timer's state while PreparingRebalance
 
     def transition(self, to: GroupState) -> GroupState:
@@ -168,6 +181,10 @@ class Group:
         return was
 
     def add(self, member: Member) -> None:
+        if member.is_static:
+            if member.group_instance_id in self.static_members:  # Kafka throws IllegalStateException
+                raise ValueError(f"group {self.group_id}: instance {member.group_instance_id} is already a member")
+            self.static_members[member.group_instance_id] = member.member_id
         if not self.members:
             self.protocol_type = "consumer"
         if self.leader_id is None:
@@ -176,10 +193,51 @@ class Group:
         self.pending_members.discard(member.member_id)
 
     def remove(self, member_id: str) -> None:
-        self.members.pop(member_id, None)
+        member = self.members.pop(member_id, None)
+        if member is not None and member.is_static:
+            self.static_members.pop(member.group_instance_id, None)
         self.pending_sync.discard(member_id)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
+
+    def current_static_member_id(self, instance_id: str) -> str | None:
+        """The member id that holds this `group.instance.id` now (None: no such static member)."""
+        return self.static_members.get(instance_id)
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        """Kafka's `replaceStaticMember`: a restarted static member takes over its entry under a new member id.
+
+        Everything else stays: protocols, assignment, and leadership (if the
+        old id led, the new one does). The caller first answers whatever the
+        old id still held open (FENCED_INSTANCE_ID). As in Kafka, the old id's
+        place in `pending_sync` is not handed over.
+        """
+        member = self.members.pop(old_id)
+        member.member_id = new_id
+        self.members[new_id] = member
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        self.static_members[instance_id] = new_id
+        return member
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Kafka's `maybeElectNewJoinedLeader`, when a join completes: the leader must be a member that rejoined.
+
+        A static member is kept even if it did not rejoin, so the leader may be
+        one that did not: then the first member (in join order) that did
+        rejoin leads instead. False if nobody rejoined, or there is no leader
+        (the group is empty).
+        """
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is None:
+            return False
+        if leader.awaiting_join is not None:
+            return True
+        joined = next((m for m in self.members.values() if m.awaiting_join is not None), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
 
     def rebalance_timeout_ms(self) -> int:
         """Kafka's `GroupMetadata.rebalanceTimeoutMs`: the largest of the members'."""
@@ -235,6 +293,11 @@ class Group:
             self.transition(GroupState.EMPTY)
 
     def leader_view(self) -> list[dict]:
-        """What the leader gets in its JoinGroup answer: every member's subscription for the chosen protocol."""
-        return [{"member_id": m.member_id, "metadata": m.metadata(self.protocol_name)}
+        """What the leader gets in its JoinGroup answer: every member's subscription for the chosen protocol.
+
+        With each member's `group.instance.id` (None for a dynamic member): the
+        assignors order static members by it (`lab_cluster/assignment/base.py`).
+        """
+        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata(self.protocol_name)}
                 for m in self.members.values()]

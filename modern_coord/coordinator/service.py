@@ -14,9 +14,11 @@ What it adds to the broker:
   answered COORDINATOR_NOT_AVAILABLE until it has leaders.
 - `JoinGroup`, `SyncGroup` (held open until the rebalance completes),
   `Heartbeat`, `LeaveGroup`, `OffsetCommit`, `OffsetFetch`, answered by the
-  coordinator, and `DescribeGroups` (state, generation, leader, members);
-  each request and its answer is recorded in the broker's trace
-  as a `coordinator_request` event (api, group, member, generation, error).
+  coordinator, and `DescribeGroups` (state, generation, leader, members).
+  A static member names its `group_instance_id` in the first five (the
+  coordinator reads it from the request as sent). Each request and its
+  answer is recorded in the broker's trace as a `coordinator_request` event
+  (api, group, member, generation, error).
 - Leadership of an offsets partition makes this broker coordinator of its
   groups: it replays the partition's log (offset commits and group metadata)
   before answering for them (COORDINATOR_LOAD_IN_PROGRESS meanwhile); losing
