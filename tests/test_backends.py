@@ -159,8 +159,8 @@ def test_a_server_whose_port_was_taken_meanwhile_is_started_again_on_new_ports(m
     busy = taken.getsockname()[1]
     plans = []
 
-    def first_plan_loses_its_client_port(size, client_port=None):
-        plan = plan_ensemble(size, client_port=client_port)
+    def first_plan_loses_its_client_port(size, client_port=None, ports=None):
+        plan = plan_ensemble(size, client_port=client_port, ports=ports)
         if not plans:
             plan[0] = dataclasses.replace(plan[0], client_port=busy)
         plans.append(plan)
