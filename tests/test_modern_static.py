@@ -21,7 +21,7 @@ STATIC = {"session.timeout.ms": 10000}
 
 
 @pytest.fixture
-def members(cluster):
+def group(cluster):
     """The group's members, each a consumer thread in this process (`test_modern.Group`); all stopped after."""
     g = Group(cluster)
     yield g
@@ -33,8 +33,7 @@ def _static(group: Group, name: str, instance: str):
 
 
 def test_a_static_member_restarted_within_its_session_timeout_gets_its_share_back_and_nobody_rebalances(cluster,
-                                                                                                        members):
-    group = members
+                                                                                                        group):
     c1 = _static(group, "c1", "i1")
     _static(group, "c2", "i2")
     before = group.settle(2)
@@ -53,8 +52,7 @@ def test_a_static_member_restarted_within_its_session_timeout_gets_its_share_bac
     assert [j["error"] for j in joins] == ["NONE"]  # no MEMBER_ID_REQUIRED round for a static member
 
 
-def test_a_second_consumer_with_the_same_instance_id_fences_the_first(cluster, members):
-    group = members
+def test_a_second_consumer_with_the_same_instance_id_fences_the_first(cluster, group):
     first = _static(group, "c1", "i1")
     _static(group, "c2", "i2")
     before = group.settle(2)
