@@ -1,4 +1,4 @@
-"""The coordinator-era consumer: the Java client's `ConsumerCoordinator` and poll loop, eager protocol.
+"""The coordinator-era consumer: the Java client's `ConsumerCoordinator` and poll loop, eager or cooperative.
 
 Two threads, as in the Java client since 0.10.1:
 
@@ -33,6 +33,27 @@ One rebalance, as this member lives it (states in `member.py`)::
                                    on SyncGroup success), so requests made during the rebalance are absorbed
     then, in the poll loop      -> start positions: OffsetFetch, else auto.offset.reset (ListOffsets);
                                    a failure is retried after retry.backoff.ms, never a reason to rejoin
+
+Cooperative rebalancing (KIP-429; `partition.assignment.strategy=cooperative-sticky`,
+the protocol being `self.protocol`): a rebalance revokes nothing up front
+(only a member whose generation was reset loses everything, Java's
+`onPartitionsLost`). Its JoinGroup carries what it owns and its generation;
+JoinGroup and SyncGroup are in flight while the poll loop goes on fetching
+and processing what it owns (`_call_while_fetching`). The leader's
+`cooperative-sticky` assignor withholds every partition changing owner. After
+SyncGroup the member revokes owned-minus-assigned, if any, and rejoins at
+once; the second round hands the withheld partitions to their new owners.
+The coordinator is the same for both protocols. Java does not commit the
+revoked partitions' positions for you (the application may, in its
+`onPartitionsRevoked`; the lab's members do not): what a member processed of
+a revoked partition since its last commit is processed again by the next
+owner, as in Kafka::
+
+    commit positions (if auto-commit), keep everything, rebalance_begin
+    JoinGroup(owned, generation)  ... fetching meanwhile ...  -> generation g
+    leader: cooperative-sticky (moving partitions withheld); SyncGroup
+    SyncGroup answer   -> revoke owned - assigned; assigned; STABLE; if it revoked any: rejoin
+    (second round: generation g+1, the withheld partitions go to their new owners)
 
 Each answer has one handler (kafka-python's `coordinator/base.py`):
 `_handle_find_coordinator_response`, `_handle_join_response`,
@@ -125,7 +146,7 @@ import enum
 import threading
 from collections.abc import Callable
 
-from lab_cluster.assignment import ASSIGNORS, Subscription
+from lab_cluster.assignment import ASSIGNORS, Subscription, rebalance_protocol
 from lab_cluster.clock import monotonic_ms
 from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
@@ -245,6 +266,8 @@ class ModernConsumer:
         self.member_id = ""           # kept across ILLEGAL_GENERATION, dropped on UNKNOWN_MEMBER_ID
         self.rebalances = 0
         self.error: str | None = None  # a fatal error that stopped the member
+        #: "eager" or "cooperative": the highest protocol every configured assignor supports (Java's constructor)
+        self.protocol = rebalance_protocol([ASSIGNORS[s] for s in config.strategies])
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
@@ -437,7 +460,13 @@ class ModernConsumer:
             reason = self._rejoin_reason or "reset"  # cleared only when a SyncGroup succeeds
         if self._assignment:
             self._commit_before_rejoining()
-            self._revoke()
+            with self._lock:
+                lost = self._reset is not None or not self.generation.is_valid()
+            if self.protocol == "eager":
+                self._revoke()
+            elif lost:
+                self._revoke(lost=True)  # Java's onJoinPrepare: invokePartitionsLost, as in either protocol
+            # cooperative, generation intact: revoke nothing; the partitions are fetched through the rebalance
         self._apply_reset()
         self.rebalances += 1
         self.trace.record("rebalance_begin", member=self.member_id, generation=self.generation.generation_id,
@@ -463,6 +492,13 @@ class ModernConsumer:
             self._ensure_coordinator()
 
     def _subscription_metadata(self) -> dict:
+        """What this member tells the leader's assignor. Eager: the partitions of the last generation it synced
+        (the sticky assignor's user data; it owns nothing now, having revoked everything). Cooperative: what it
+        owns now, and its generation (ConsumerProtocolSubscription v2's `ownedPartitions` and `generationId`)."""
+        if self.protocol == "cooperative":
+            with self._lock:
+                return {"topics": self.topics, "owned": [list(tp) for tp in self._assignment],
+                        "generation": self.generation.generation_id}
         return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
                 "generation": self._last_owned_generation}
 
@@ -472,7 +508,7 @@ class ModernConsumer:
         `_on_join_leader`); a follower sends an empty one (`_on_join_follower`)."""
         self._set_state(MemberState.PREPARING_REBALANCE)
         rebalance_ms = self.config.max_poll_interval_ms
-        response = self._call_coordinator(
+        response = self._call_while_fetching(
             "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
             group_instance_id=self.config.group_instance_id,
             client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
@@ -484,7 +520,7 @@ class ModernConsumer:
         assignments = []
         if response["leader"] == self.member_id:
             assignments = self._assign_as_leader(response["protocol_name"], response["members"])
-        response = self._call_coordinator("SyncGroup", generation_id=self.generation.generation_id,
+        response = self._call_while_fetching("SyncGroup", generation_id=self.generation.generation_id,
                                           member_id=self.member_id, group_instance_id=self.config.group_instance_id,
                                           assignments=assignments)
         outcome = self._handle_sync_response(response)
@@ -492,6 +528,24 @@ class ModernConsumer:
             return outcome
         self._update_fetch_positions()
         return "ok"
+
+    def _call_while_fetching(self, api: str, **body) -> dict | None:
+        """JoinGroup or SyncGroup. Eager: a plain call (the member owns nothing while it rebalances). Cooperative:
+        the request is in flight on a thread of its own while the poll loop goes on fetching and processing the
+        partitions it owns (Java's `poll` sends JoinGroup without waiting for it, then fetches). No auto-commit
+        meanwhile (Java's `ConsumerCoordinator.poll` returns before it while a rejoin is pending). Stopping does
+        not wait for the answer."""
+        if self.protocol == "eager":
+            return self._call_coordinator(api, **body)
+        answer: dict = {}
+        request = threading.Thread(target=lambda: answer.update(response=self._call_coordinator(api, **body)),
+                                   name=f"{api}-{self.name}", daemon=True)
+        request.start()
+        while request.is_alive() and not self._stop.is_set():
+            self._poll_heartbeat(monotonic_ms())
+            self._fetch_round()
+            request.join(0.0)
+        return answer.get("response")
 
     def _handle_join_response(self, response: dict | None) -> str:
         """JoinGroup's answer: on success the new generation (COMPLETING_REBALANCE); `ok`, or why not."""
@@ -524,14 +578,23 @@ class ModernConsumer:
             return self._join_or_sync_failed("SyncGroup", error)
         with self._lock:
             self._rejoin_reason = None  # Java: rejoinNeeded = false, on SyncGroup success only
+            owned = list(self._assignment)  # empty under eager: it revoked everything before joining
+        revoked = sorted(set(owned) - set(partitions))
+        if revoked:
+            # cooperative only (Java's onJoinComplete): revoke owned-minus-assigned, then rejoin, so that the
+            # partitions withheld from their new owners go out in the next round
+            self._revoke(revoked)
+            self.request_rejoin("need to revoke partitions and re-join")
+        with self._lock:
             self._assignment = sorted(partitions)
-            self._positions = {}
+            # the partitions it keeps go on from where they are (nothing but them, under cooperative)
+            self._positions = {tp: o for tp, o in self._positions.items() if tp in partitions}
             self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
         self.heartbeat.reset_timeouts(monotonic_ms())
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in self._assignment])
-        self.listener.on_partitions_assigned(list(self._assignment))
+        self.listener.on_partitions_assigned(sorted(set(partitions) - set(owned)))  # Java: the added ones only
         self._set_state(MemberState.STABLE)
         return "ok"
 
@@ -601,11 +664,16 @@ class ModernConsumer:
                               partitions=[list(tp) for tp in still_missing],
                               error=error.name if error is not None else "NETWORK_EXCEPTION")
 
-    def _revoke(self) -> None:
+    def _revoke(self, partitions: list[TopicPartition] | None = None, *, lost: bool = False) -> None:
+        """Let go of `partitions` (default: all it owns); `lost`: the generation is gone, so they may already be
+        another member's (Java's `onPartitionsLost`, recorded as a `revoked` event with `lost` true)."""
         with self._lock:
-            revoked, self._assignment, self._positions = self._assignment, [], {}
+            revoked = list(self._assignment) if partitions is None else list(partitions)
+            self._assignment = [tp for tp in self._assignment if tp not in revoked]
+            self._positions = {tp: o for tp, o in self._positions.items() if tp not in revoked}
+        extra = {"lost": True} if lost else {}
         self.trace.record("revoked", member=self.member_id, generation=self.generation.generation_id,
-                          partitions=[list(tp) for tp in revoked])
+                          partitions=[list(tp) for tp in revoked], **extra)
         self.listener.on_partitions_revoked(revoked)
         self._changed()
 
@@ -620,7 +688,9 @@ class ModernConsumer:
                               member=self.member_id, generation=self.generation.generation_id)
 
         for tp in self.assignment():
-            if self._stop.is_set() or self._rejoin_reason is not None:
+            # eager: a rejoin requested (by the heartbeat thread) stops the fetching at once, everything is about
+            # to be revoked; cooperative: what the member owns is fetched until it is revoked
+            if self._stop.is_set() or (self._rejoin_reason is not None and self.protocol == "eager"):
                 return
             with self._lock:
                 position = self._positions.get(tp)

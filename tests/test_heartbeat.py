@@ -55,7 +55,7 @@ def test_java_clients_defaults_and_refusals():
         ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "h:1", "session.timeout.ms": 3000})
     with pytest.raises(LabError, match="partition.assignment.strategy"):
         ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "h:1",
-                                  "partition.assignment.strategy": "cooperative-sticky"})
+                                  "partition.assignment.strategy": "range,no-such-assignor"})
     with pytest.raises(LabError, match="Unknown consumer config"):
         ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "h:1", "zookeeper.connect": "x"})
     with pytest.raises(LabError, match="bootstrap.servers"):
