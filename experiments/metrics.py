@@ -61,7 +61,8 @@ window runs from its `change` event to the next change (or `end`). Within it:
   restarted, joining or leaving member) with a `revoked` event naming at least
   one partition in the window (every family records one when it lets
   partitions go in a rebalance; the ZooKeeper era's on
-  `releasePartitionOwnership`, every eager rebalance);
+  `releasePartitionOwnership`, every eager rebalance), and `partitions_revoked`,
+  how many partitions they revoked in all (each revocation counted);
 - `generations`: the rebalance rounds some consumer entered in the window
   (`rebalance_rounds`): the coordinator era's generations, the membership views
   of the families whose members compute (ZooKeeper era, RocketMQ; TubeMQ's
@@ -381,13 +382,15 @@ def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> Da
 
 
 def _members_revoking(ce: DataFrame, windows: DataFrame) -> DataFrame:
-    """KEYS, members_revoking: the consumers other than the change's own (`about`) that revoked at least one
-    partition in the window (a group-wide stop shows as every other member; a restart that moves nothing as 0)."""
-    revoked = ce.where((F.col("kind") == "revoked")
-                       & (F.size(F.from_json(field("partitions"), ArrayType(ArrayType(StringType())))) > 0))
+    """KEYS, members_revoking, partitions_revoked: the consumers other than the change's own (`about`) that
+    revoked at least one partition in the window, and how many partitions they revoked in all (a group-wide stop
+    shows as every other member revoking everything; a cooperative rebalance as the moving partitions only)."""
+    size = F.size(F.from_json(field("partitions"), ArrayType(ArrayType(StringType()))))
+    revoked = ce.where(F.col("kind") == "revoked").withColumn("_n", size).where(F.col("_n") > 0)
     about = windows.select(*KEYS, F.split(F.coalesce("about", F.lit("")), ",").alias("_about"))
     return (_in_window(revoked, windows).join(about, KEYS).where(~F.array_contains("_about", F.col("actor")))
-            .groupBy(*KEYS).agg(F.countDistinct("actor").alias("members_revoking")))
+            .groupBy(*KEYS).agg(F.countDistinct("actor").alias("members_revoking"),
+                                F.sum("_n").alias("partitions_revoked")))
 
 
 def rebalance_rounds(ce: DataFrame) -> DataFrame:
@@ -503,7 +506,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "processed_after_loss",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views",
-              "unowned_at_end", "member_partitions", "members_revoking", "generations"]
+              "unowned_at_end", "member_partitions", "members_revoking", "partitions_revoked",
+              "generations"]
     return (out.drop("members", "about").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
             .withColumnRenamed("complete_at_end", "converged")
             .withColumn("control_messages_per_change", F.col("notifications_per_change")

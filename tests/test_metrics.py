@@ -351,10 +351,10 @@ def test_incomplete_trials(events):
 def test_a_restart_costs_the_others_revocations_and_rounds_only_where_they_happen(windows):
     static, eager = windows[("storm", 1)], windows[("storm", 2)]
     # c1's restart into its own generation: its own revocation is not another member's, and no round begins
-    assert (static["members_revoking"], static["generations"]) == (0, 0)
+    assert (static["members_revoking"], static["partitions_revoked"], static["generations"]) == (0, 0, 0)
     assert static["unowned_partition_s"] == pytest.approx(1.4)  # its partition, 2.1-3.5 s: while it was down
     # c2's restart: c1 revokes (its empty revocation at 11.5 s names nothing), generations 2 and 3 begin
-    assert (eager["members_revoking"], eager["generations"]) == (1, 2)
+    assert (eager["members_revoking"], eager["partitions_revoked"], eager["generations"]) == (1, 2, 2)
     # c2's first life owns partition 1 until its trace closed at 10.2 s, not until its second life's assignment:
     # unowned 10.2-11.0 and 12.5-13.0 (partition 1), 10.5-11.0 (partition 0); nothing owned twice
     assert eager["unowned_partition_s"] == pytest.approx(1.8)

@@ -69,8 +69,13 @@ DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-static-co
 EAGER = ("legacy", "modern")  # every member stops for every rebalance
 STATIC = ("modern-static", "modern-static-coop")
 COOPERATIVE = ("modern-coop", "modern-static-coop")
-#: the deploy: down 1 s between stop and start; 2 s after the group is ready again before the next instance
-PARAMS = {"restart_down_s": 1.0, "restart_gap_s": 2.0}
+#: the deploy: each instance down 4 s between its stop and its start (its new process's start takes seconds), and
+#: 2 s after the group is ready again before the next. 4 s is more than a heartbeat interval (3 s): the coordinator
+#: era's members have all heard of the leave and rebalanced without the member before it comes back, so a restart
+#: is two rebalances there, as in the ZooKeeper era. (Down 1 s, its JoinGroup usually arrives within the rebalance
+#: its LeaveGroup began, and the two merge into one: the eager protocol pays one group-wide stop per restart, and
+#: the cooperative one hands the returning member its own orphaned partitions, nobody revoking anything.)
+PARAMS = {"restart_down_s": 4.0, "restart_gap_s": 2.0}
 #: TubeMQ's client balance: nobody but the restarted node acts, so the runner watches each restart this long
 #: (the node registers with the master, reads the metadata and registers its share in well under a second)
 TUBEMQ_WATCH_S = 6.0

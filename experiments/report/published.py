@@ -59,7 +59,8 @@ def published_summary() -> pd.DataFrame | None:
 
 #: metrics added after a report was published, which only the findings of designs added with them read: a
 #: summary written before them gets them empty (`with_added_columns`) instead of being refused as older
-ADDED_LATER = ("unowned_at_end", "member_partitions", "members_revoking", "generations")
+ADDED_LATER = ("unowned_at_end", "member_partitions", "members_revoking", "partitions_revoked",
+               "generations")
 
 
 def missing_columns(summary: pd.DataFrame) -> list[str]:
