@@ -23,17 +23,19 @@ from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
 
 TRIAL_TABLE = [("design", "design"), ("consumers", "N"), ("restarts", "restarts"),
                ("generations", "rebalance rounds"), ("members_revoking", "members revoking (sum)"),
-               ("most_revoking", "most in one restart"), ("unowned_partition_s", "unowned partition-s"),
+               ("most_revoking", "most in one restart"), ("partitions_revoked", "partitions they revoked"),
+               ("unowned_partition_s", "unowned partition-s"),
                ("double_processed_partition_s", "double-processed partition-s"), ("duplicates", "duplicates"),
                ("stable_after_last_ms", "stable after last restart ms"), ("all_converged", "all converged")]
 RESTART_TABLE = [("design", "design"), ("restarted", "restarted"), ("generations", "rounds"),
-                 ("members_revoking", "members revoking"), ("rebalance_attempts", "rebalances begun"),
+                 ("members_revoking", "members revoking"), ("partitions_revoked", "partitions they revoked"),
+                 ("rebalance_attempts", "rebalances begun"),
                  ("unowned_partition_s", "unowned partition-s"),
                  ("double_processed_partition_s", "double-processed partition-s"), ("converged", "converged"),
                  ("convergence_ms", "convergence ms")]
 FIGURE = [("generations", "rebalance rounds"), ("members_revoking", "other members revoking"),
-          ("unowned_partition_s", "unowned partition-s"), ("double_processed_partition_s",
-                                                            "double-processed partition-s")]
+          ("partitions_revoked", "partitions they revoked"), ("unowned_partition_s", "unowned partition-s"),
+          ("double_processed_partition_s", "double-processed partition-s")]
 #: the restart whose timeline is drawn per design
 SHOWN_RESTART = 2
 
@@ -73,7 +75,8 @@ the coordinator era's new generations, the ZooKeeper era's and RocketMQ's new
 membership views, TubeMQ's master's rebalance ids, `metrics.py:
 rebalance_rounds`; "members revoking" counts, per restart, the members other
 than the restarted one that revoked any partition; "stable after last restart"
-is the last window's convergence; duplicates are the trial's):
+is the last window's convergence, from the stop, its down time included;
+duplicates are the trial's):
 
 {table([label for _, label in TRIAL_TABLE], trials[[c for c, _ in TRIAL_TABLE]].itertuples(index=False))}
 
@@ -112,19 +115,34 @@ its old partitions (`modern_coord/coordinator/coordinator.py`, after Kafka's
 nothing: no round, no revocation, the assertion of Kafka's
 `test_static_consumer_bounce`. What it costs is the restarted member's own
 partitions, idle for as long as it is down, and a failure must wait out the
-session timeout before anyone takes them. Cooperative rebalancing (KIP-429)
+session timeout before anyone takes them: in this lab, where an eager
+rebalance is over within a heartbeat of the leave, that idle share is more
+partition-seconds than the eager protocol's. Cooperative rebalancing (KIP-429)
 keeps the rebalances and removes the stop: each member keeps what it owns
 through the JoinGroup, the leader's `cooperative-sticky` assignment withholds
-every partition that changes owner, and only those are revoked, after which
-the revoking members rejoin for a second round that hands them out
-(`lab_cluster/assignment/cooperative_sticky.py`): more rounds, fewer
-partition-seconds without an owner. Static and cooperative together behave as
-static in a restart.
+every partition that changes owner, and only those are revoked
+(`partitions they revoked`), after which the revoking members rejoin for one
+more round that hands them out (`lab_cluster/assignment/cooperative_sticky.py`,
+`modern_coord/consumer.py: _handle_sync_response`). That round waits until every
+member has rejoined, and a member that revoked nothing (the returning one)
+hears of it only at its next heartbeat: the moving partitions wait up to
+`heartbeat.interval.ms`, so cooperative pays in rounds and, here, in unowned
+partition-seconds, where the eager stop is short. The eager stop is short
+in the lab because every member learns of a rebalance at the same heartbeat
+(their heartbeat timers restart at the same SyncGroup) and its revocation
+callback does nothing; an application whose `onPartitionsRevoked` flushes
+state makes every eager member wait for it, and that is the cost cooperative
+removes. Java does not commit a revoked partition's position in the
+cooperative protocol (the application may, in its callback), so the new owner
+processes again what the old one had not committed (`duplicates`). Static and
+cooperative together behave as static in a restart.
 
 RocketMQ has no stop-the-world: every member re-splits the queues alone when
 a broker pushes the change (`rocketmq_client/rebalance.py`) and drops only the
 queues that move, so a restart costs some members some queues, twice, without
-any coordination (a queue may be processed twice meanwhile). TubeMQ's client
+any coordination and with the fewest unowned partition-seconds; the price is
+the offsets, persisted every 5 s (`persistConsumerOffsetInterval`), from which
+a queue's next owner starts again (`duplicates`). TubeMQ's client
 balance has no membership at all: the restarted node's share waits for it and
 nobody else does anything (`tubemq_client/consumer.py`); its server balance
 waits for the master's next tick, which moves the restarted consumer's
@@ -136,7 +154,7 @@ partitions away and back, one heartbeat per step
 
 def _figure(restarts: pd.DataFrame, path: Path) -> Path:
     """Per design, the mean cost of one restart: one bar per design in each panel."""
-    fig, axes = plt.subplots(1, len(FIGURE), figsize=(16, 3.6), constrained_layout=True)
+    fig, axes = plt.subplots(1, len(FIGURE), figsize=(18, 3.6), constrained_layout=True)
     designs = [d for d in STYLE if (restarts.design == d).any()]
     for ax, (metric, title) in zip(axes.flat, FIGURE, strict=True):
         for i, design in enumerate(designs):
