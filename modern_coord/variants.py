@@ -7,11 +7,14 @@ of the same consumer talking to the same coordinator. So each variant here is
 that puts the variant's settings *before* the given properties (a trial's
 overrides still win, as a user's own config would):
 
-| design | adds | what changes |
-| --- | --- | --- |
-| `modern-static` | `group.instance.id` = the actor's name (`c3`) | a member restarted within `session.timeout.ms` comes back under the same id: no rebalance, nobody else revokes (`coordinator/`: the static member's id is replaced, the generation kept) |
-| `modern-coop` | `partition.assignment.strategy=cooperative-sticky` | members keep what they own through a rebalance and give up only what moves, in a second round (`consumer.py`) |
-| `modern-static-coop` | both | both |
+- `modern-static` adds `group.instance.id` = the actor's name (`c3`): a member
+  restarted within `session.timeout.ms` comes back under the same id, with no
+  rebalance, and nobody else revokes anything (`coordinator/`: the static
+  member's id is replaced, the generation kept);
+- `modern-coop` adds `partition.assignment.strategy=cooperative-sticky`: members
+  keep what they own through a rebalance and give up only what moves, handed
+  out in one more round (`consumer.py`);
+- `modern-static-coop` adds both.
 
 A static member sends no LeaveGroup when it stops (Kafka's `close()` for a
 static member), so a restart changes nothing the others hear of: they report

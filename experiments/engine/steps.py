@@ -161,7 +161,8 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     # restart_down_s: the deploy's time between stopping an instance and starting it; restart_gap_s: what it waits
     # after the group converged (and settle_s) before the next step
     Step("restart", "the next of c1..cN stops gracefully and starts again as it was, restart_down_s later",
-         _restart, membership_change=True, own_processes=True, then_waits="restart_gap_s", params={"restart_down_s": 1.0, "restart_gap_s": 2.0}),
+         _restart, membership_change=True, own_processes=True, then_waits="restart_gap_s",
+         params={"restart_down_s": 1.0, "restart_gap_s": 2.0}),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link

@@ -186,8 +186,8 @@ def _timelines(run: StoredRun, ok: pd.DataFrame, path: Path, root: Path) -> str:
             continue
         start = changes[SHOWN_RESTART - 1] - 1.0
         stop = changes[SHOWN_RESTART] if len(changes) > SHOWN_RESTART else m.t_s.max()
-        s = s[(s.stop_s >= start) & (s.start_s <= stop)].assign(start_s=lambda d: d.start_s.clip(lower=start),
-                                                                 stop_s=lambda d: d.stop_s.clip(upper=stop))
+        s = s[(s.stop_s >= start) & (s.start_s <= stop)]
+        s = s.assign(start_s=s.start_s.clip(lower=start), stop_s=s.stop_s.clip(upper=stop))
         draw(ax, s, m[(m.t_s >= start) & (m.t_s <= stop)],
              f"{STYLE[design][1]}: restart of c{SHOWN_RESTART} ({trial})")
         ax.set_xlim(start, stop)
