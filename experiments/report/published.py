@@ -62,6 +62,13 @@ def published_summary() -> pd.DataFrame | None:
 ADDED_LATER = ("unowned_at_end", "member_partitions")
 
 
+def published_computed() -> dict[str, dict[str, pd.DataFrame]]:
+    """The computed parts the published report was rendered from (`report/computed/`; empty where none)."""
+    from experiments.engine.store import read_computed
+
+    return read_computed(SOURCES)
+
+
 def missing_columns(summary: pd.DataFrame) -> list[str]:
     """The columns of today's summary that `summary` (written by an older lab, perhaps) lacks."""
     from experiments.engine.harness import SUMMARY_COLUMNS
@@ -74,14 +81,15 @@ def with_added_columns(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.assign(**{c: float("nan") for c in ADDED_LATER if c not in summary.columns})
 
 
-def compare(summary: pd.DataFrame) -> list[Outcome]:
-    """Every finding checked in this run or stated by the published report, published order first."""
+def compare(summary: pd.DataFrame, computed: dict[str, dict[str, pd.DataFrame]] | None = None) -> list[Outcome]:
+    """Every finding checked in this run (its summary, and `computed`: the computed parts it stored) or stated by
+    the published report, published order first."""
     from experiments.report.render import checked_findings
 
     published = published_summary()
     checkable = published is not None and not missing_columns(published)
-    theirs = {(e, f.id): f for e, f in checked_findings(published)} if checkable else {}
-    ours = {(e, f.id): f for e, f in checked_findings(summary)}
+    theirs = {(e, f.id): f for e, f in checked_findings(published, published_computed())} if checkable else {}
+    ours = {(e, f.id): f for e, f in checked_findings(summary, computed)}
     keys = list(theirs) + [k for k in ours if k not in theirs]
 
     def holds(side: dict, key) -> bool | None:
