@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab_cluster.assignment import ASSIGNORS, RangeAssignor, RoundRobinAssignor, StickyAssignor, Subscription
+from lab_cluster.assignment import (ASSIGNORS, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,
+                                   StickyAssignor, Subscription)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,11 +150,76 @@ def test_sticky_keeps_every_partition_it_can_when_a_member_joins_or_leaves(topic
         assert len(set(sub.owned_partitions) & set(after[member])) >= min(len(sub.owned_partitions), quota)
 
 
+def _owned_after(topics, members, data):
+    """A group's state before a change: members that own disjoint partitions from an earlier assignment (by
+    some assignor, so ownership is anything but sticky's), one of them perhaps gone, a newcomer perhaps there."""
+    names = sorted(topics)
+    earlier = ASSIGNORS[data.draw(st.sampled_from(["range", "roundrobin", "sticky"]))].assign(
+        topics, {m: Subscription(names) for m in members})
+    subs = {m: Subscription(names, earlier[m], 3) for m in members}
+    if data.draw(st.booleans()):
+        del subs[data.draw(st.sampled_from(members))]
+    if data.draw(st.booleans()) or not subs:
+        subs["zz-new"] = Subscription(names)
+    return subs
+
+
+@settings(max_examples=300, deadline=None)
+@given(topics=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 12), min_size=1),
+       members=st.lists(st.text("xyz0123", min_size=1, max_size=4), min_size=1, max_size=8, unique=True),
+       data=st.data())
+def test_cooperative_sticky_never_assigns_in_one_round_a_partition_another_member_still_owns(topics, members, data):
+    """KIP-429's rule, and the second round: what was withheld goes out once its owner has revoked it."""
+    subs = _owned_after(topics, members, data)
+    first, withheld = CooperativeStickyAssignor().assign_withholding(topics, subs)
+    for member, parts in first.items():
+        others = {tp for m, s in subs.items() if m != member for tp in s.owned_partitions}
+        assert not set(parts) & others, (member, parts, subs)
+    given_out = [tp for parts in first.values() for tp in parts]
+    every = [(t, p) for t, n in topics.items() for p in range(n)]
+    assert sorted(given_out + list(withheld)) == sorted(every)  # each partition assigned or withheld, once
+    # the same as sticky, but for the withheld partitions
+    sticky = StickyAssignor().assign(topics, subs)
+    assert {m: sorted(v) for m, v in first.items()} == \
+        {m: sorted(tp for tp in v if withheld.get(tp) != m) for m, v in sticky.items()}
+    # the owners revoked what they lost and rejoined: round two withholds nothing and gives out the rest
+    second_subs = {m: Subscription(sorted(topics), first[m], 4) for m in subs}
+    second, withheld_again = CooperativeStickyAssignor().assign_withholding(topics, second_subs)
+    assert withheld_again == {}
+    assert sorted(tp for parts in second.values() for tp in parts) == sorted(every)
+    for member, parts in first.items():
+        assert set(parts) <= set(second[member])  # nobody loses in round two what round one left it
+
+
+def test_cooperative_sticky_withholds_nothing_when_nothing_changes_owner():
+    subs = {"a": Subscription(["t"], [("t", 0), ("t", 1)], 2), "b": Subscription(["t"], [("t", 2), ("t", 3)], 2)}
+    assert CooperativeStickyAssignor().assign_withholding({"t": 4}, subs) == (
+        {"a": [("t", 0), ("t", 1)], "b": [("t", 2), ("t", 3)]}, {})
+
+
+def test_cooperative_sticky_general_path_withholds_what_changes_owner():
+    """Subscriptions differ (Kafka's general path): the withheld set is recomputed from the owned lists."""
+    subs = {"a": Subscription(["t", "u"], [("t", 0), ("t", 1), ("u", 0)], 2), "b": Subscription(["t"], [], 2)}
+    first, withheld = CooperativeStickyAssignor().assign_withholding({"t": 2, "u": 1}, subs)
+    assert withheld and all(member == "b" for member in withheld.values())
+    assert not set(first["b"]) & set(subs["a"].owned_partitions)
+
+
 def _assign_cli(tmp_path, name, doc):
     path = tmp_path / "group.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     return subprocess.run([sys.executable, "-m", "experiments", "assign", "--assignor", name, str(path)],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_assign_cli_serves_cooperative_sticky_with_owned_and_generation(tmp_path):
+    doc = {"topics": {"t": 6}, "members": [
+        {"id": "C0", "topics": ["t"], "owned": [["t", 0], ["t", 1], ["t", 2]], "generation": 1},
+        {"id": "C1", "topics": ["t"], "owned": [["t", 3], ["t", 4], ["t", 5]], "generation": 1},
+        {"id": "C2", "topics": ["t"]}]}
+    result = _assign_cli(tmp_path, "cooperative-sticky", doc)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"C0": [["t", 0], ["t", 1]], "C1": [["t", 3], ["t", 4]], "C2": []}
 
 
 def test_assign_cli_prints_every_member_with_sorted_partitions(tmp_path):

@@ -1,6 +1,7 @@
 """`assign --assignor NAME FILE.json`: run an assignment strategy on a group described in a file.
 
-Kafka's leader-side assignors (`range`, `roundrobin`, `sticky`) and RocketMQ's
+Kafka's leader-side assignors (`range`, `roundrobin`, `sticky`,
+`cooperative-sticky`) and RocketMQ's
 client-side strategies (`rocketmq-averagely`, `rocketmq-averagely-by-circle`)
 read a group::
 
@@ -9,7 +10,11 @@ read a group::
                   "group_instance_id": null}]}
 
 and print ``{"c1": [["t1", 0], ...]}``, every member listed and partitions
-sorted. For RocketMQ's, each member's list is the share it computes for
+sorted. For the sticky assignors, `owned` and `generation` are the input that
+matters; `cooperative-sticky` prints the first round's assignment, in which a
+partition changing owner is given to nobody (its owner revokes it and the
+group rebalances again: give the output back as `owned`, with the generation
+one higher, for the second round). For RocketMQ's, each member's list is the share it computes for
 itself, per topic it subscribes, over the group's sorted ids (every client of
 the group, as a RocketMQ broker answers), partition p of topic t being queue p
 of one broker named `broker-a`. (`owned`, `generation` and `group_instance_id`

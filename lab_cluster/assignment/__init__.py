@@ -6,7 +6,10 @@ Two kinds, because the designs differ in *who* computes an assignment:
   one `Assignor` over every member's `Subscription` and hands each member its
   list. One module per assignor, as Kafka ships them, behind `base.Assignor`:
   `range` (`RangeAssignor`), `roundrobin` (`RoundRobinAssignor`), `sticky`
-  (`StickyAssignor`; eager, the cooperative variant is not built).
+  (`StickyAssignor`) and `cooperative-sticky` (`CooperativeStickyAssignor`,
+  KIP-429: sticky, withholding every partition that changes owner until its
+  old owner has revoked it; the one assignor of the cooperative protocol,
+  `base.rebalance_protocol`).
   `ASSIGNORS` maps each protocol name, as members vote for it in JoinGroup, to
   an instance.
 - **Each client its own share** (the ZooKeeper era, RocketMQ, TubeMQ): every
@@ -20,13 +23,15 @@ Two kinds, because the designs differ in *who* computes an assignment:
 Where Java's hash order decides a result, `lab_cluster/java_hash.py` reproduces it.
 """
 
-from .base import Assignor, Subscription, member_order
+from .base import Assignor, Subscription, member_order, rebalance_protocol
+from .cooperative_sticky import CooperativeStickyAssignor
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor
 from .shares import range_split
 from .sticky import StickyAssignor
 
-ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor())}
+ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor(),
+                                                       CooperativeStickyAssignor())}
 
-__all__ = ["ASSIGNORS", "Assignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "Subscription",
-           "member_order", "range_split"]
+__all__ = ["ASSIGNORS", "Assignor", "CooperativeStickyAssignor", "RangeAssignor", "RoundRobinAssignor",
+           "StickyAssignor", "Subscription", "member_order", "range_split", "rebalance_protocol"]

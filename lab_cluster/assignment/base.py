@@ -41,10 +41,35 @@ def member_order(subscriptions: dict[str, Subscription]) -> list[str]:
     return [m for _, m in static] + dynamic
 
 
+#: Kafka's `RebalanceProtocol`, in its order: a group's members use the last one all their assignors support
+PROTOCOLS = ("eager", "cooperative")
+
+
+def rebalance_protocol(assignors: list[Assignor]) -> str:
+    """The Java consumer's choice (`ConsumerCoordinator`'s constructor): the highest protocol every configured
+    assignor supports. Kafka 3.x's default strategy, `range,cooperative-sticky`, is therefore eager.
+
+    >>> from lab_cluster.assignment import ASSIGNORS
+    >>> rebalance_protocol([ASSIGNORS["range"], ASSIGNORS["cooperative-sticky"]])
+    'eager'
+    >>> rebalance_protocol([ASSIGNORS["cooperative-sticky"]])
+    'cooperative'
+    """
+    common = set(PROTOCOLS)
+    for assignor in assignors:
+        common &= set(assignor.supported_protocols)
+    if not common:
+        raise ValueError("the configured assignors support no common rebalance protocol")
+    return max(common, key=PROTOCOLS.index)
+
+
 class Assignor(ABC):
-    """An assignor: a name (voted on in JoinGroup) and `assign`."""
+    """An assignor: a name (voted on in JoinGroup), the rebalance protocols it supports, and `assign`."""
 
     name: str
+    #: Kafka's `supportedProtocols()`: eager alone, unless the assignor withholds partitions still owned by
+    #: another member until they are revoked (`cooperative-sticky`)
+    supported_protocols: tuple[str, ...] = ("eager",)
 
     @abstractmethod
     def assign(self, partitions_per_topic: dict[str, int],

@@ -65,15 +65,23 @@ class StickyAssignor(Assignor):
 
     def assign(self, partitions_per_topic: dict[str, int],
                subscriptions: dict[str, Subscription]) -> dict[str, list[TopicPartition]]:
+        return self.sticky_assignment(partitions_per_topic, subscriptions)[0]
+
+    def sticky_assignment(self, partitions_per_topic: dict[str, int], subscriptions: dict[str, Subscription]
+                          ) -> tuple[dict[str, list[TopicPartition]], dict[TopicPartition, str] | None]:
+        """The assignment, and (constrained path only, else None) Kafka's `partitionsTransferringOwnership`:
+        each partition given to a new member that another member owned and had to give up (over its quota,
+        or claimed twice in one generation), with its new owner. The cooperative assignor withholds them."""
         subscribed = {t for s in subscriptions.values() for t in s.topics}
         # Kafka's assignors see only subscribed topics that have metadata.
         topics = {t: n for t, n in partitions_per_topic.items() if t in subscribed}
         if not subscriptions:
-            return {}
+            return {}, {}
         owned, doubly_claimed, all_equal = _valid_owned_partitions(topics, subscriptions)
         if all_equal:
-            return _constrained(topics, owned, doubly_claimed)
-        return _General(topics, subscriptions, owned).build()
+            transferring: dict[TopicPartition, str] = {}
+            return _constrained(topics, owned, doubly_claimed, transferring), transferring
+        return _General(topics, subscriptions, owned).build(), None
 
 
 def _valid_owned_partitions(topics, subscriptions):
@@ -122,8 +130,8 @@ def _all_partitions(topics: dict[str, int], topic_order: list[str]) -> list[Topi
     return [(t, p) for t in topic_order for p in range(topics[t])]
 
 
-def _constrained(topics, owned, doubly_claimed):
-    """Kafka's `ConstrainedAssignmentBuilder` (no racks)."""
+def _constrained(topics, owned, doubly_claimed, transferring):
+    """Kafka's `ConstrainedAssignmentBuilder` (no racks); fills `transferring` (`partitionsTransferringOwnership`)."""
     total = sum(topics.values())
     members = len(owned)
     min_quota, max_quota = total // members, math.ceil(total / members)
@@ -133,6 +141,7 @@ def _constrained(topics, owned, doubly_claimed):
     assigned: set[TopicPartition] = set()
     under_min: list[str] = []
     exactly_min: list[str] = []
+    revoked: set[TopicPartition] = set()
 
     for member in owned:  # HashMap order, as _valid_owned_partitions built it
         mine = sorted((tp for tp in owned[member] if tp not in doubly_claimed), key=lambda tp: (tp[1], tp[0]))
@@ -150,6 +159,7 @@ def _constrained(topics, owned, doubly_claimed):
                 exactly_min.append(member)
         assignment[member].extend(keep)
         assigned.update(keep)
+        revoked.update(mine[len(keep):])  # Kafka's `allRevokedPartitions`: owned, over the quota
 
     unassigned = [tp for tp in _all_partitions(topics, sorted(topics)) if tp not in assigned]
     under_min.sort()
@@ -168,6 +178,8 @@ def _constrained(topics, owned, doubly_claimed):
         else:
             raise AssertionError("no unfilled member left (Kafka throws IllegalStateException here)")
         assignment[member].append(tp)
+        if tp in revoked or tp in doubly_claimed:  # Kafka's `assignNewPartition`
+            transferring[tp] = member
         count = len(assignment[member])
         if count == min_quota and from_iterator:
             cursor -= 1
