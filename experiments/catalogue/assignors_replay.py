@@ -33,16 +33,16 @@ change the members that stay report what they were given last and that
 generation (as the lab's consumer sends them: `modern_coord/consumer.py:
 _subscription_metadata`, what Kafka's `StickyAssignor` user data carries), a
 joiner nothing (generation -1), and the leader runs the assignor.
-`range`, `roundrobin` and `sticky` run under the eager protocol: every member
-revokes everything before its JoinGroup (Kafka's `onJoinPrepare`), and one
-round is the change. `cooperative-sticky` runs under the cooperative one:
-members keep their partitions through the rebalance; the first round's
-assignment leaves out every partition that would go to a member that did not
-own it while a member of the group still owns it (Kafka's
-`computePartitionsTransferringOwnership`, taken out by `adjustAssignment`);
-their owners revoke them and rejoin, reporting the first round's result with
-its generation, and the next round gives them out. Rounds repeat until one
-withholds nothing.
+Each runs under the protocol it supports best (`base.rebalance_protocol`).
+Eager (`range`, `roundrobin`, `sticky`): every member revokes everything
+before its JoinGroup (Kafka's `onJoinPrepare`), and one round is the change.
+Cooperative (`cooperative-sticky`): members keep their partitions through the
+rebalance; the first round's assignment leaves out every partition changing
+owner while a member of the group still owns it (its `assign_withholding`:
+Kafka's `partitionsTransferringOwnership` and `adjustAssignment`); their
+owners revoke them and rejoin, reporting the first round's result with its
+generation, and the next round gives them out. Rounds repeat until one
+withholds nothing (`MAX_ROUNDS` at most).
 
 **Client side** (no leader): each member computes its own share from the
 sorted membership, and all read the same one here (what happens when they do
@@ -85,15 +85,16 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from lab_cluster.assignment import ASSIGNORS, Subscription, member_order
+from lab_cluster.assignment import ASSIGNORS, Subscription, member_order, rebalance_protocol
 
 TopicPartition = tuple[str, int]
 
 START = 3
 SEQUENCE = ("join", "join", "depart", "leave", "join")
 SCENARIOS: dict[str, dict[str, int]] = {"one-topic": {"t": 12}, "three-topics": {"t0": 4, "t1": 4, "t2": 4}}
-#: the leader-side assignor whose protocol is cooperative (Kafka's `CooperativeStickyAssignor`)
-COOPERATIVE = "cooperative-sticky"
+#: a cooperative change's rounds stop here even if one still withholds (the sticky assignment's second round
+#: withholds nothing: the partitions it gives are held by nobody; the limit keeps a bug from looping)
+MAX_ROUNDS = 4
 TUBEMQ_BROKER = 1
 TUBEMQ_SEED = 0
 
@@ -131,30 +132,27 @@ Holdings = dict[str, list[TopicPartition]]  # member id -> partitions
 def _leader_rounds(name: str, topics: dict[str, int], ids: list[str], owned: Holdings,
                    generation: int) -> tuple[Holdings, int, dict]:
     """One change under a leader-side assignor: (holdings after, generation after, counts)."""
-    assignor, cooperative = ASSIGNORS[name], name == COOPERATIVE
+    assignor = ASSIGNORS[name]
+    cooperative = rebalance_protocol([assignor]) == "cooperative"
     held = {m: list(owned.get(m, [])) for m in ids}  # what each member reports, and (cooperative) still holds
-    revoked = 0 if cooperative else sum(len(p) for p in held.values())
-    every = {(t, p) for t, n in topics.items() for p in range(n)}
+    revoked = 0 if cooperative else sum(len(p) for p in held.values())  # eager: everything, before JoinGroup
     withheld = taken_while_owned = rounds = 0
     while True:
         rounds += 1
         subs = {m: Subscription(sorted(topics), held[m], generation if m in owned else -1)
                 for m in member_order({m: Subscription([]) for m in ids})}
-        result = assignor.assign(topics, subs)
-        generation += 1
-        holder = {tp: m for m, tps in held.items() for tp in tps} if cooperative else {}
-        # Kafka's computePartitionsTransferringOwnership: to a member that did not own it, while one still does
-        moving = {tp for m, tps in result.items() for tp in tps if holder.get(tp, m) != m}
-        taken_while_owned += len(moving)  # what the assignor itself gave away from a holder (cooperative)
-        given = {m: [tp for tp in result[m] if tp not in moving] for m in ids}
-        missing = every - {tp for tps in given.values() for tp in tps}
         if cooperative:
-            revoked += sum(len(set(held[m]) - set(given[m])) for m in ids)
-        withheld += len(missing) if cooperative else 0
-        if not cooperative and missing:
-            raise AssertionError(f"{name} left {sorted(missing)} unassigned")
-        held, owned = given, {m: given[m] for m in ids}
-        if not missing or rounds == 5:
+            result, kept_back = assignor.assign_withholding(topics, subs)
+        else:
+            result, kept_back = assignor.assign(topics, subs), {}
+        generation += 1
+        if cooperative:  # the protocol's safety, checked: nothing given while another member still holds it
+            holder = {tp: m for m, tps in held.items() for tp in tps}
+            taken_while_owned += sum(1 for m, tps in result.items() for tp in tps if holder.get(tp, m) != m)
+            revoked += sum(len(set(held[m]) - set(result[m])) for m in ids)
+        withheld += len(kept_back)
+        held, owned = {m: list(result[m]) for m in ids}, {m: result[m] for m in ids}
+        if not kept_back or rounds == MAX_ROUNDS:
             break
     return held, generation, {"revoked": revoked, "withheld": withheld, "rounds": rounds,
                               "taken_while_owned": taken_while_owned}
@@ -296,7 +294,7 @@ def fewest_moves(staying: list[int], total: int, members: int) -> int:
 def strategies() -> dict[str, tuple[str, str]]:
     """{strategy: (side, protocol)}: every leader-side assignor registered, then the client-side ones, then the
     TubeMQ master's."""
-    out = {n: ("leader", "cooperative" if n == COOPERATIVE else "eager") for n in ASSIGNORS}
+    out = {n: ("leader", rebalance_protocol([a])) for n, a in ASSIGNORS.items()}
     out.update({n: ("client", "releases all" if all_ else "keeps its own") for n, (_, all_) in CLIENT_SIDE.items()})
     out["tubemq-server"] = ("master", "one event per heartbeat")
     return out
