@@ -64,17 +64,18 @@ plans, and the heartbeats carry its events, one at a time, until a tick plans
 nothing (a departed member's partitions go to members picked at random, seeded,
 and a later tick evens the loads).
 
-**Per change** (`changes`): `moved`, partitions whose owner after the change
-did not own them before (a leaver's count: they must move), of which
-`handed_over` came from a member that stays; `fewest`, the fewest any
-assignment with loads at most one apart could move (12 minus the most the
-members can keep); `spread`, the most minus the fewest partitions a member
-holds after; `revoked`, partitions members stopped consuming in the change;
-`withheld`, partitions the rounds left unassigned (cooperative); `rounds`;
-`taken_while_owned`, partitions given to a member while another member still
-held them (the cooperative and TubeMQ-server protocols' safety; eager members
-hold nothing during a round; empty for client-side shares, which nobody
-coordinates). `assignments`: who holds what after each change.
+**Per change** (`changes`, with the scenario's `topics` as `name:count`):
+`moved`, partitions whose owner after the change did not own them before (a
+leaver's count: they must move), of which `handed_over` came from a member
+that stays; `fewest`, the fewest any assignment with loads at most one apart
+could move (12 minus the most the members can keep); `spread`, the most minus
+the fewest partitions a member holds after; `revoked`, partitions members
+stopped consuming in the change; `withheld`, partitions the rounds left
+unassigned (cooperative); `rounds`; `taken_while_owned`, partitions given to a
+member while another member still held them (the cooperative and
+TubeMQ-server protocols' safety; eager members hold nothing during a round;
+empty for client-side shares, which nobody coordinates). `assignments`: who
+holds what after each change.
 """
 
 from __future__ import annotations
@@ -324,7 +325,8 @@ def replay(profile: str = "quick", start: int = START, steps: tuple[str, ...] = 
                 owner_before = {tp: m for m, tps in before.items() for tp in tps}
                 moved = [tp for m, tps in after.items() for tp in tps if owner_before.get(tp) != m]
                 sizes = [len(after[member_id(n)]) for n in names]
-                rows.append({"scenario": scenario, "strategy": name, "side": side, "protocol": protocol,
+                rows.append({"scenario": scenario, "topics": " ".join(f"{t}:{n}" for t, n in topics.items()),
+                             "strategy": name, "side": side, "protocol": protocol,
                              "step": step, "change": change, "members": len(names),
                              "moved": len(moved) if step else None,
                              "handed_over": sum(1 for tp in moved if owner_before.get(tp) in after) if step else None,

@@ -37,7 +37,8 @@ def add_parsers(sub) -> None:
     run = sub.add_parser("run", help="run one experiment's grid of trials on Spark and store the results")
     run.add_argument("experiment", choices=sorted(EXPERIMENTS))
     _grid_options(run)
-    run.add_argument("--designs", default=",".join(DESIGNS), help=f"comma-separated: {', '.join(DESIGNS)}")
+    run.add_argument("--designs", help=f"comma-separated, among {', '.join(DESIGNS)} (default: every design the "
+                                       "experiment runs)")
     run.add_argument("--consumers", help="comma-separated group sizes (default: the profile's)")
     run.add_argument("--partitions", type=int, help="partitions of the topic (default: the profile's)")
     run.add_argument("--seeds", type=int, help="repetitions of each trial (default: the profile's, else 1)")
@@ -80,7 +81,9 @@ def _int_list(text: str | None, what: str) -> list[int] | None:
     return values
 
 
-def _designs(text: str, experiment) -> tuple[str, ...]:
+def _designs(text: str | None, experiment) -> tuple[str, ...]:
+    if text is None:
+        return experiment.designs
     designs = tuple(d.strip() for d in text.split(",") if d.strip())
     unknown = [d for d in designs if d not in experiment.designs]
     if not designs or unknown:

@@ -57,9 +57,9 @@ def published_summary() -> pd.DataFrame | None:
     return with_added_columns(pd.read_csv(path)) if path.exists() else None
 
 
-#: metrics added after a report was published, which only the findings of designs added with them read: a
-#: summary written before them gets them empty (`with_added_columns`) instead of being refused as older
-ADDED_LATER = ("unowned_at_end", "member_partitions")
+#: metrics added after a report was published, which only the findings of designs or experiments added with
+#: them read: a summary written before them gets them empty (`with_added_columns`) instead of being refused as older
+ADDED_LATER = ("unowned_at_end", "member_partitions", "partitions_moved", "partitions_spread")
 
 
 def published_computed() -> dict[str, dict[str, pd.DataFrame]]:
