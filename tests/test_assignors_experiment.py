@@ -20,7 +20,8 @@ pytestmark = pytest.mark.assignors
 #: a summary with one ok trial of the computed scenario (its real finding aside, the findings read the replay)
 SUMMARY = pd.DataFrame({"experiment": [assignors.NAME], "design": [assignors.DESIGNS[0]], "status": ["ok"],
                         "consumers": [replay.START], "partitions": [12], "variant": ["range"], "seed": [0],
-                        "change_index": [1], "change": ["join"], "partitions_moved": [6], "partitions_spread": [0]})
+                        "change_index": [1], "change": ["join"], "members_before": [3], "members_after": [4],
+                        "member_partitions": [0], "partitions_moved": [6], "partitions_spread": [0]})
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_every_strategy_of_the_registries_is_replayed(computed):
 
     names = set(computed["changes"].strategy)
     assert set(ASSIGNORS) | set(STRATEGIES) | {"legacy-range", "legacy-roundrobin", "tubemq-modulo",
-                                               "tubemq-server"} == names
+                                               "tubemq-master"} == names
     # 2 scenarios x 6 steps per strategy, and who holds what after each
     assert len(computed["changes"]) == 2 * 6 * len(names)
     assert set(computed["assignments"].strategy) == names
@@ -93,6 +94,14 @@ def test_a_run_without_the_replay_holds_nothing():
     assert [f.holds for f in checked] == [False]
 
 
+def test_the_fewest_a_real_change_can_move_follows_the_leavers_load():
+    # 12 over 5 members is 3, 3, 2, 2, 2: a departing member that held 3 frees 3 to move, one that held 2 frees 2
+    assert assignors.fewest_for(12, 5, 4, 3) == 3
+    assert assignors.fewest_for(12, 5, 4, 2) == 2
+    assert assignors.fewest_for(12, 5, 4, 7) is None  # not a load of an even split
+    assert assignors.fewest_for(12, 3, 4, None) == 3  # a join
+
+
 def test_the_real_finding_fails_when_a_trial_moved_otherwise(computed):
     assert _checked(computed)["modern-real-moves-as-computed"].holds  # range moved 6 at `join j1`, as computed
     wrong = SUMMARY.assign(partitions_moved=[3])
@@ -110,7 +119,10 @@ def test_a_real_group_moves_what_the_replay_computes(spark, tmp_path, computed):
     assert failed.empty, failed[["trial", "reason"]].to_string()
     both = assignors.real_vs_computed(summary, computed["changes"])
     assert len(both) == 2 * len(replay.SEQUENCE), both
-    assert (both.partitions_moved == both.moved).all(), both.to_string()
+    # range: what the replay computes (the member order decides it); sticky: the fewest its own loads allowed
+    ranged, sticky = both[both.strategy == "range"], both[both.strategy == "sticky"]
+    assert (ranged.partitions_moved == ranged.moved).all(), both.to_string()
+    assert (sticky.partitions_moved == sticky.real_fewest).all(), both.to_string()
     assert (both.partitions_spread == both.spread).all(), both.to_string()
     assert by_id(assignors.findings(summary, computed))["modern-real-moves-as-computed"].holds
     assert vocabulary_problems(run_dir) == {}

@@ -58,7 +58,7 @@ leaves its share to nobody (`lab_cluster/assignment/tubemq.py`). A join or a
 leave is therefore an operator's act: every node restarted with `sourceCount`
 = the new size and `nodeId`s 0.. in join order (`tubemq-modulo`; partition
 keys `1:<topic>:<p>`, one broker). The master's older server balance
-(`tubemq-server`) is replayed through its own `ServerBalancer`: the new
+(`tubemq-master`) is replayed through its own `ServerBalancer`: the new
 members register and every member heartbeats what it holds; each balance tick
 plans, and the heartbeats carry its events, one at a time, until a tick plans
 nothing (a departed member's partitions go to members picked at random, seeded,
@@ -72,8 +72,8 @@ could move (12 minus the most the members can keep); `spread`, the most minus
 the fewest partitions a member holds after; `revoked`, partitions members
 stopped consuming in the change; `withheld`, partitions the rounds left
 unassigned (cooperative); `rounds`; `taken_while_owned`, partitions given to a
-member while another member still held them (the cooperative and
-TubeMQ-server protocols' safety; eager members hold nothing during a round;
+member while another member still held them (the safety of the cooperative
+protocol and of TubeMQ's master; eager members hold nothing during a round;
 empty for client-side shares, which nobody coordinates). `assignments`: who
 holds what after each change.
 """
@@ -297,7 +297,7 @@ def strategies() -> dict[str, tuple[str, str]]:
     TubeMQ master's."""
     out = {n: ("leader", rebalance_protocol([a])) for n, a in ASSIGNORS.items()}
     out.update({n: ("client", "releases all" if all_ else "keeps its own") for n, (_, all_) in CLIENT_SIDE.items()})
-    out["tubemq-server"] = ("master", "one event per heartbeat")
+    out["tubemq-master"] = ("master", "one event per heartbeat")
     return out
 
 
