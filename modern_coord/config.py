@@ -12,7 +12,7 @@
 | `enable.auto.commit` | true | commit positions periodically, and before every rejoin |
 | `auto.commit.interval.ms` | 5000 | ... this often |
 | `auto.offset.reset` | latest | where to start with no committed offset: `earliest` or `latest` |
-| `partition.assignment.strategy` | range | assignors this member supports, most preferred first (`range,sticky`) |
+| `partition.assignment.strategy` | range | assignors it supports, most preferred first (`range,sticky`) |
 | `retry.backoff.ms` | 100 | pause before retrying a failed request (coordinator lookup, heartbeat) |
 | `request.timeout.ms` | 30000 | how long to wait for an answer (JoinGroup: rebalance timeout + 5 s, as Kafka) |
 | `fetch.max.wait.ms` | 500 | how long one Fetch may wait for data |
@@ -25,10 +25,15 @@ member's link to its coordinator while its links to the partition leaders stay
 up: FindCoordinator still answers with the coordinator's own address, and the
 member then connects to this address instead (the proxy forwards it there).
 
-Kafka 3.x lists `range` then `cooperative-sticky` as its default strategy; the
-lab builds only eager assignors, so its default is `range` alone (the
-default of Kafka 2.x). The Java client refuses a heartbeat interval not lower
-than the session timeout; so does the lab.
+The strategies decide the rebalance protocol: the highest one every listed
+assignor supports (`lab_cluster/assignment/base.py: rebalance_protocol`), so
+`cooperative-sticky` alone is cooperative (KIP-429) and any list with an
+eager-only assignor is eager. Kafka 3.x's default list is `range` then
+`cooperative-sticky`: eager, and the coordinator's vote picks `range`, the
+first preference of every member. The lab's default is `range` alone (Kafka
+2.x's), which behaves the same and keeps older runs' JoinGroups comparable.
+The Java client refuses a heartbeat interval not lower than the session
+timeout; so does the lab.
 
 `group.instance.id`, if given, must be a non-empty string (Java's
 `NonEmptyString`) that `JoinGroupRequest.validateGroupInstanceId` accepts:

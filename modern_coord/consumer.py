@@ -1,4 +1,4 @@
-"""The coordinator-era consumer: the Java client's `ConsumerCoordinator` and poll loop, eager protocol.
+"""The coordinator-era consumer: the Java client's `ConsumerCoordinator` and poll loop, eager or cooperative.
 
 Two threads, as in the Java client since 0.10.1:
 
@@ -33,6 +33,36 @@ One rebalance, as this member lives it (states in `member.py`)::
                                    on SyncGroup success), so requests made during the rebalance are absorbed
     then, in the poll loop      -> start positions: OffsetFetch, else auto.offset.reset (ListOffsets);
                                    a failure is retried after retry.backoff.ms, never a reason to rejoin
+
+Cooperative rebalancing (KIP-429; `partition.assignment.strategy=cooperative-sticky`,
+the protocol being `self.protocol`): a rebalance revokes nothing up front
+(only a member whose generation was reset loses everything, Java's
+`onPartitionsLost`). Its JoinGroup carries what it owns and its generation;
+JoinGroup and SyncGroup are in flight while the poll loop goes on fetching
+and processing what it owns (`_call_while_fetching`). The leader's
+`cooperative-sticky` assignor withholds every partition changing owner. After
+SyncGroup the member revokes owned-minus-assigned, if any, and rejoins at
+once; the second round hands the withheld partitions to their new owners.
+The coordinator is the same for both protocols. Java does not commit the
+revoked partitions' positions for you (the application may, in its
+`onPartitionsRevoked`; the lab's members do not): what a member processed of
+a revoked partition since its last commit is processed again by the next
+owner, as in Kafka::
+
+    commit positions (if auto-commit), keep everything, rebalance_begin
+    JoinGroup(owned, generation)  ... fetching meanwhile ...  -> generation g
+    leader: cooperative-sticky (moving partitions withheld); SyncGroup
+    SyncGroup answer   -> revoke owned - assigned; assigned; STABLE; if it revoked any: rejoin
+    (second round: generation g+1, the withheld partitions go to their new owners)
+
+Not modelled, stated: the subscription is fixed (Java's onJoinPrepare also
+revokes the partitions of topics no longer subscribed; no pattern
+subscriptions); the leader does not validate a custom cooperative assignor's
+output (Java's `validateCooperativeAssignment`: `cooperative-sticky` is the
+only one, and is exempt); if the heartbeat thread learns during
+CompletingRebalance that the generation is gone, the lab still applies the
+SyncGroup answer and loses everything at its next rejoin, where Java
+discards the answer.
 
 Each answer has one handler (kafka-python's `coordinator/base.py`):
 `_handle_find_coordinator_response`, `_handle_join_response`,
@@ -125,7 +155,7 @@ import enum
 import threading
 from collections.abc import Callable
 
-from lab_cluster.assignment import ASSIGNORS, Subscription
+from lab_cluster.assignment import ASSIGNORS, Subscription, rebalance_protocol
 from lab_cluster.clock import monotonic_ms
 from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
@@ -245,6 +275,8 @@ class ModernConsumer:
         self.member_id = ""           # kept across ILLEGAL_GENERATION, dropped on UNKNOWN_MEMBER_ID
         self.rebalances = 0
         self.error: str | None = None  # a fatal error that stopped the member
+        #: "eager" or "cooperative": the highest protocol every configured assignor supports (Java's constructor)
+        self.protocol = rebalance_protocol([ASSIGNORS[s] for s in config.strategies])
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
@@ -255,6 +287,9 @@ class ModernConsumer:
         self._lookup_lock = threading.Lock()  # one coordinator lookup at a time (poll loop or heartbeat thread)
         self._rejoin_reason: str | None = "first join"  # set: a rejoin is needed; cleared on SyncGroup success
         self._reset: ErrorCode | None = None
+        # Java's `needsJoinPrepare`: the commit and revocation before a join are done once per rebalance, not again
+        # for each JoinGroup or SyncGroup retried; set again by a completed join and by a reset generation
+        self._needs_join_prepare = True
         # Java's `HeartbeatThread.failed`: a fatal answer the heartbeat thread got; the poll loop raises it
         self._heartbeat_failure: str | None = None
         self._positions_retry_ms = 0  # when the poll loop may look its start positions up again
@@ -333,6 +368,7 @@ class ModernConsumer:
             if code is ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
             self.generation = NO_GENERATION
+            self._needs_join_prepare = True  # Java's resetStateAndRejoin
         self.trace.record("generation_reset", error=code.name, member=self.member_id)
         self._set_state(MemberState.UNJOINED)
 
@@ -435,9 +471,8 @@ class ModernConsumer:
     def _rebalance(self) -> None:
         with self._lock:
             reason = self._rejoin_reason or "reset"  # cleared only when a SyncGroup succeeds
-        if self._assignment:
-            self._commit_before_rejoining()
-            self._revoke()
+        if self._needs_join_prepare:
+            self._prepare_join()
         self._apply_reset()
         self.rebalances += 1
         self.trace.record("rebalance_begin", member=self.member_id, generation=self.generation.generation_id,
@@ -451,20 +486,42 @@ class ModernConsumer:
             if not rejoins_at_once(outcome):
                 self._stop.wait(self.config.retry_backoff_ms / 1000)
 
+    def _prepare_join(self) -> None:
+        """Java's `onJoinPrepare`, once per rebalance: commit (if auto-commit), then, if the generation was reset,
+        lose everything (`onPartitionsLost`, either protocol); else eager revokes everything and cooperative
+        nothing (its partitions are fetched through the rebalance)."""
+        if self._assignment:
+            self._commit_before_rejoining()
+            with self._lock:
+                lost = self._reset is not None or not self.generation.is_valid()
+            if lost:
+                self._revoke(lost=True)
+            elif self.protocol == "eager":
+                self._revoke()
+        self._needs_join_prepare = False
+
     def _commit_before_rejoining(self) -> None:
         """Java's onJoinPrepare: the auto-commit, retried while its error is retriable, until the rebalance
         timeout (`max.poll.interval.ms`) has passed."""
         deadline = monotonic_ms() + self.config.max_poll_interval_ms
         while True:
-            error = self._commit_positions("before rejoining")
+            error = self._commit_positions("before rejoining", call=self._call_while_fetching)
             if not commit_retriable(error) or monotonic_ms() >= deadline or self._stop.is_set():
                 return
             self._stop.wait(self.config.retry_backoff_ms / 1000)
             self._ensure_coordinator()
 
-    def _subscription_metadata(self) -> dict:
-        return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
-                "generation": self._last_owned_generation}
+    def _subscription_metadata(self, strategy: str) -> dict:
+        """What this member tells the leader's assignor, for one strategy it votes for: what it owns now, and
+        its generation (ConsumerProtocolSubscription v2's `ownedPartitions` and `generationId`): under eager
+        nothing, having revoked everything, except for `sticky`, whose user data carries the partitions of the
+        last generation it synced (Java's `StickyAssignor.subscriptionUserData`)."""
+        if self.protocol == "eager" and strategy == "sticky":
+            return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
+                    "generation": self._last_owned_generation}
+        with self._lock:
+            return {"topics": self.topics, "owned": [list(tp) for tp in self._assignment],
+                    "generation": self.generation.generation_id}
 
     def _join_and_sync(self) -> str:
         """One JoinGroup + SyncGroup round trip; returns `ok`, or why not: an error's name in lower case, or
@@ -472,19 +529,19 @@ class ModernConsumer:
         `_on_join_leader`); a follower sends an empty one (`_on_join_follower`)."""
         self._set_state(MemberState.PREPARING_REBALANCE)
         rebalance_ms = self.config.max_poll_interval_ms
-        response = self._call_coordinator(
+        response = self._call_while_fetching(
             "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
             group_instance_id=self.config.group_instance_id,
             client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
-            protocols=[{"name": s, "metadata": self._subscription_metadata()} for s in self.config.strategies])
+            protocols=[{"name": s, "metadata": self._subscription_metadata(s)} for s in self.config.strategies])
         outcome = self._handle_join_response(response)
         if outcome != "ok":
             return outcome
         assignments = []
         if response["leader"] == self.member_id:
             assignments = self._assign_as_leader(response["protocol_name"], response["members"])
-        response = self._call_coordinator("SyncGroup", generation_id=self.generation.generation_id,
+        response = self._call_while_fetching("SyncGroup", generation_id=self.generation.generation_id,
                                           member_id=self.member_id, group_instance_id=self.config.group_instance_id,
                                           assignments=assignments)
         outcome = self._handle_sync_response(response)
@@ -492,6 +549,26 @@ class ModernConsumer:
             return outcome
         self._update_fetch_positions()
         return "ok"
+
+    def _call_while_fetching(self, api: str, **body) -> dict | None:
+        """JoinGroup or SyncGroup. Eager: a plain call (the member owns nothing while it rebalances). Cooperative:
+        the request is in flight on a thread of its own while the poll loop goes on fetching and processing the
+        partitions it owns (Java's `poll` sends JoinGroup without waiting for it, then fetches). No auto-commit
+        meanwhile (Java's `ConsumerCoordinator.poll` returns before it while a rejoin is pending). Stopping does
+        not wait for the answer, but the leave's own requests queue behind it on the one connection (a broker,
+        too, answers one connection's requests in order). The fetch round ends after the partition whose batch
+        is being processed when the answer comes (Java: at the next `poll()`, after the application's batch)."""
+        if self.protocol == "eager":
+            return self._call_coordinator(api, **body)
+        answer: dict = {}
+        request = threading.Thread(target=lambda: answer.update(response=self._call_coordinator(api, **body)),
+                                   name=f"{api}-{self.name}", daemon=True)
+        request.start()
+        while request.is_alive() and not self._stop.is_set():
+            self._poll_heartbeat(monotonic_ms())
+            self._fetch_round(until=lambda: not request.is_alive())
+            request.join(0.0)
+        return answer.get("response")
 
     def _handle_join_response(self, response: dict | None) -> str:
         """JoinGroup's answer: on success the new generation (COMPLETING_REBALANCE); `ok`, or why not."""
@@ -524,14 +601,25 @@ class ModernConsumer:
             return self._join_or_sync_failed("SyncGroup", error)
         with self._lock:
             self._rejoin_reason = None  # Java: rejoinNeeded = false, on SyncGroup success only
+            owned = list(self._assignment)  # empty under eager: it revoked everything before joining
+        revoked = sorted(set(owned) - set(partitions))
+        if revoked:
+            # cooperative only (Java's onJoinComplete): revoke owned-minus-assigned, then rejoin, so that the
+            # partitions withheld from their new owners go out in the next round
+            self._revoke(revoked)
+            self.request_rejoin("need to revoke partitions and re-join")
+        with self._lock:
             self._assignment = sorted(partitions)
-            self._positions = {}
+            # the partitions it keeps go on from where they are (nothing but them, under cooperative)
+            self._positions = {tp: o for tp, o in self._positions.items() if tp in partitions}
             self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
         self.heartbeat.reset_timeouts(monotonic_ms())
+        self._last_commit_ms = monotonic_ms()  # Java: the auto-commit timer starts again from the join's end
+        self._needs_join_prepare = True
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in self._assignment])
-        self.listener.on_partitions_assigned(list(self._assignment))
+        self.listener.on_partitions_assigned(sorted(set(partitions) - set(owned)))  # Java: the added ones only
         self._set_state(MemberState.STABLE)
         return "ok"
 
@@ -601,16 +689,24 @@ class ModernConsumer:
                               partitions=[list(tp) for tp in still_missing],
                               error=error.name if error is not None else "NETWORK_EXCEPTION")
 
-    def _revoke(self) -> None:
+    def _revoke(self, partitions: list[TopicPartition] | None = None, *, lost: bool = False) -> None:
+        """Let go of `partitions` (default: all it owns); `lost`: the generation is gone, so they may already be
+        another member's (Java's `onPartitionsLost`, recorded as a `revoked` event with `lost` true)."""
         with self._lock:
-            revoked, self._assignment, self._positions = self._assignment, [], {}
+            revoked = list(self._assignment) if partitions is None else list(partitions)
+        extra = {"lost": True} if lost else {}
         self.trace.record("revoked", member=self.member_id, generation=self.generation.generation_id,
-                          partitions=[list(tp) for tp in revoked])
-        self.listener.on_partitions_revoked(revoked)
+                          partitions=[list(tp) for tp in revoked], **extra)
+        self.listener.on_partitions_revoked(revoked)  # Java: before the partitions go, so a listener may commit
+        with self._lock:
+            self._assignment = [tp for tp in self._assignment if tp not in revoked]
+            self._positions = {tp: o for tp, o in self._positions.items() if tp not in revoked}
         self._changed()
 
     # -- fetching and committing -----------------------------------------------------------
-    def _fetch_round(self) -> None:
+    def _fetch_round(self, until: Callable[[], bool] | None = None) -> None:
+        """One fetch per owned partition with a position, each batch processed; `until`: stop between partitions
+        once it is true."""
         got_any = False
 
         def processed(tp: TopicPartition, offset: int) -> None:
@@ -620,7 +716,10 @@ class ModernConsumer:
                               member=self.member_id, generation=self.generation.generation_id)
 
         for tp in self.assignment():
-            if self._stop.is_set() or self._rejoin_reason is not None:
+            # eager: a rejoin requested (by the heartbeat thread) stops the fetching at once, everything is about
+            # to be revoked; cooperative: what the member owns is fetched until it is revoked
+            if self._stop.is_set() or (self._rejoin_reason is not None and self.protocol == "eager") \
+                    or (until is not None and until()):
                 return
             with self._lock:
                 position = self._positions.get(tp)
@@ -638,7 +737,7 @@ class ModernConsumer:
         if self.config.enable_auto_commit and due:
             self._commit_positions("auto-commit")
 
-    def _commit_positions(self, why: str) -> ErrorCode | None:
+    def _commit_positions(self, why: str, call: Callable[..., dict | None] | None = None) -> ErrorCode | None:
         """Commit every position that moved, with the generation this member consumed under; the error, or
         None when nothing was sent (nothing moved, auto-commit off, or no generation: Java sends no commit
         without one)."""
@@ -650,7 +749,7 @@ class ModernConsumer:
             generation = self.generation
         if not moved or not generation.is_valid():
             return None
-        response = self._call_coordinator(
+        response = (call or self._call_coordinator)(
             "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
             group_instance_id=self.config.group_instance_id,
             offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
@@ -698,13 +797,17 @@ class ModernConsumer:
         under the same `group.instance.id` without a rebalance.
         """
         try:
-            if self.error is None and self._assignment:
+            with self._lock:
+                stable = self.state is MemberState.STABLE and self.generation.is_valid()
+            if self.error is None and self._assignment and stable:
                 try:
                     self._commit_positions("stop")
                 except ConsumerFailed:
                     pass  # FENCED_INSTANCE_ID: Java's maybeAutoCommitOffsetsSync logs it; the `commit` event says it
             if self._assignment:
-                self._revoke()
+                # Java's onLeavePrepare: lost if the generation is gone or a rebalance is under way (a
+                # cooperative member stopped mid-rebalance; Java sends no commit then: `generationIfStable`)
+                self._revoke(lost=not stable)
             if self._is_dynamic_member() and self.member_id and self._coordinator is not None:
                 response = self._call_coordinator("LeaveGroup", member_id=self.member_id)
                 self._handle_leave_response(None if response is None else ErrorCode(response["error_code"]),

@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab_cluster.assignment import (ASSIGNORS, CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor,
-                                   StickyAssignor, Subscription)
+from lab_cluster.assignment import (
+    ASSIGNORS,
+    CooperativeStickyAssignor,
+    RangeAssignor,
+    RoundRobinAssignor,
+    StickyAssignor,
+    Subscription,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
