@@ -13,19 +13,16 @@ Two parts, kept apart as the lab keeps experiments, results and figures apart:
   was revoked, what cooperative-sticky withheld, and rounds. `run` stores the
   tables in the run (`computed/assignors/`); the findings and the report read
   them there.
-- **Real** (`grid`): one trial per leader-side assignor the coordinator-era
-  client can run, the same sequence on the one-topic scenario (`modern` with
+- **Real** (`grid`): one trial per leader-side assignor, the same sequence on the one-topic scenario (`modern` with
   `partition.assignment.strategy=<assignor>`, every consumer in its own
   process, since `depart` stops `c1` alone), measured from the traces
   (`metrics.py`: `partitions_moved`, `partitions_spread`), so that what the
   real group did is compared with what the replay says it must do.
 
-Why the real grid has no `cooperative-sticky` trial yet: the lab's
-coordinator-era client is eager (it revokes everything before its
-JoinGroup and never rejoins for what a round withheld), so under that
-assignor a withheld partition would stay unowned; `CLIENT_PROTOCOLS` names
-the protocols the client speaks, and the grid takes every assignor whose
-protocol is among them.
+The client picks its rebalance protocol from the assignor
+(`modern_coord/consumer.py`: `rebalance_protocol`), so the `cooperative-sticky`
+trial is cooperative: its members keep their partitions through the
+rebalance, revoke what the first round withheld and rejoin.
 
 The findings, checked by `findings()` (and `pytest -m assignors`), are
 stated with the stored numbers; see its docstring.
@@ -39,16 +36,14 @@ from experiments.catalogue import assignors_replay as replay
 from experiments.engine.experiment import Experiment
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
-from lab_cluster.assignment import ASSIGNORS, rebalance_protocol
+from lab_cluster.assignment import ASSIGNORS
 
 NAME = "assignors"
 QUESTION = ("How many partitions does each assignment strategy move at each join and leave, how even are the "
             "loads it leaves, and what does cooperative-sticky withhold?")
 DESIGNS = ("modern",)
-#: the rebalance protocols the lab's coordinator-era client speaks (`modern_coord/consumer.py`: eager)
-CLIENT_PROTOCOLS = ("eager",)
-#: the leader-side assignors with a real trial: those under a protocol the client speaks
-REAL_ASSIGNORS = tuple(n for n, a in ASSIGNORS.items() if rebalance_protocol([a]) in CLIENT_PROTOCOLS)
+#: the leader-side assignors with a real trial: every one (the client speaks the eager and cooperative protocols)
+REAL_ASSIGNORS = tuple(ASSIGNORS)
 #: the computed scenario the real trials run (one topic `t`, as a trial's)
 TRIAL_SCENARIO = "one-topic"
 PROFILES = {

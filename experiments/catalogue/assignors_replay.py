@@ -29,10 +29,13 @@ Kafka 0.8's consumer ids (`group_host-time-uuid`) and RocketMQ's client ids
 order too: the client-side strategies get the same ids.
 
 **Leader side** (every assignor of `lab_cluster.assignment.ASSIGNORS`): at each
-change the members that stay report what they were given last and that
-generation (as the lab's consumer sends them: `modern_coord/consumer.py:
-_subscription_metadata`, what Kafka's `StickyAssignor` user data carries), a
-joiner nothing (generation -1), and the leader runs the assignor.
+change each member reports what the lab's consumer sends
+(`modern_coord/consumer.py: _subscription_metadata`, after Kafka 3.6): under
+the eager protocol nothing, having revoked everything, except under `sticky`,
+whose user data carries the partitions of the last generation and that
+generation; under the cooperative protocol what it owns now, and its
+generation. A joiner reports nothing (generation -1). The leader runs the
+assignor.
 Each runs under the protocol it supports best (`base.rebalance_protocol`).
 Eager (`range`, `roundrobin`, `sticky`): every member revokes everything
 before its JoinGroup (Kafka's `onJoinPrepare`), and one round is the change.
@@ -140,7 +143,8 @@ def _leader_rounds(name: str, topics: dict[str, int], ids: list[str], owned: Hol
     withheld = taken_while_owned = rounds = 0
     while True:
         rounds += 1
-        subs = {m: Subscription(sorted(topics), held[m], generation if m in owned else -1)
+        reports = cooperative or name == "sticky"  # `_subscription_metadata`: else nothing, all being revoked
+        subs = {m: Subscription(sorted(topics), held[m] if reports else [], generation if m in owned else -1)
                 for m in member_order({m: Subscription([]) for m in ids})}
         if cooperative:
             result, kept_back = assignor.assign_withholding(topics, subs)

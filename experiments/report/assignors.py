@@ -136,9 +136,7 @@ consumer's name) sort as the replay's do; sticky walks the members in Java's
 `HashMap` order of those ids (`lab_cluster/java_hash.py`), which the random
 UUIDs decide, so which member holds one partition more, and so how many a
 departure frees, can differ from the replay's: it still moves the fewest its
-own group's loads allow. The
-cooperative-sticky trial waits for a cooperative client: the lab's
-coordinator-era client is eager (`assignors.CLIENT_PROTOCOLS`).
+own group's loads allow.
 
 **Reproduce:** `python -m experiments run assignors --profile {run.env.get('profile', 'quick')}` (or `reproduce`)."""
 
