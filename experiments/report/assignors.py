@@ -61,8 +61,9 @@ one, or the file was removed. Nothing below the findings can be shown.
                           "(`experiments/catalogue/assignors_replay.py`); stored in `computed/assignors/`"),
              ("real trials", f"design `{run.spec(assignors.NAME, 'design')}`, "
                              f"N = {run.spec(assignors.NAME, 'consumers')}, "
-                             f"P = {run.spec(assignors.NAME, 'partitions')} (topic `t`: the `{assignors.TRIAL_SCENARIO}` "
-                             f"scenario), one per assignor ({', '.join(sorted(summary.variant.unique()))}: "
+                             f"P = {run.spec(assignors.NAME, 'partitions')} (topic `t`: the "
+                             f"`{assignors.TRIAL_SCENARIO}` scenario), one per assignor "
+                             f"({', '.join(sorted(summary.variant.unique()))}: "
                              "`partition.assignment.strategy`), every consumer in its own process; "
                              f"{summary.seed.nunique()} seed(s)")]
     per_change = _per_change(steps, assignors.TRIAL_SCENARIO, labels)
