@@ -2,8 +2,9 @@
 
 `pytest -m assignors` runs both. The replay tests need no cluster (`pytest --noconftest -m assignors -k "not
 real"`); each finding is also shown able to fail, on a replay altered to contradict it. The real test runs the
-sequence (join, join, depart, leave, join on 3 consumers, 12 partitions) with range and sticky on the
-coordinator-era design and asserts that the group moved at every change what the replay says.
+sequence (join, join, depart, leave, join on 3 consumers, 12 partitions) with range and cooperative-sticky on
+the coordinator-era design and asserts that the group moved at every change what the replay says (range), or
+the fewest its own loads allowed (cooperative-sticky, whose walk follows the random member ids' hash order).
 """
 
 from __future__ import annotations
@@ -114,13 +115,17 @@ def test_the_real_finding_fails_when_a_trial_moved_otherwise(computed):
 def test_a_real_group_moves_what_the_replay_computes(spark, tmp_path, computed):
     from conftest import run_experiment, vocabulary_problems
 
-    run_dir, specs, summary = run_experiment(spark, tmp_path, assignors.grid("quick", assignors=("range", "sticky")))
+    specs = assignors.grid("quick", assignors=("range", "cooperative-sticky"))
+    run_dir, specs, summary = run_experiment(spark, tmp_path, specs)
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
     both = assignors.real_vs_computed(summary, computed["changes"])
     assert len(both) == 2 * len(replay.SEQUENCE), both
-    # range: what the replay computes (the member order decides it); sticky: the fewest its own loads allowed
-    ranged, sticky = both[both.strategy == "range"], both[both.strategy == "sticky"]
+    # range: what the replay computes (the member order decides it); cooperative-sticky: the fewest its own
+    # loads allowed, and never a partition with two owners at once (it withholds what another member still holds)
+    ranged, sticky = both[both.strategy == "range"], both[both.strategy == "cooperative-sticky"]
+    cooperative = summary[summary.variant == "cooperative-sticky"]
+    assert (cooperative.double_owned_partition_s == 0).all(), cooperative.to_string()
     assert (ranged.partitions_moved == ranged.moved).all(), both.to_string()
     assert (sticky.partitions_moved == sticky.real_fewest).all(), both.to_string()
     assert (both.partitions_spread == both.spread).all(), both.to_string()
