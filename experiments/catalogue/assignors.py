@@ -203,6 +203,6 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
     return of_designs_run(out, summary)
 
 
-#: 1: the replay of every strategy and the eager assignors' real trials
+#: 1: the replay of every strategy, and a real trial per leader-side assignor
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
                         section="experiments.report.assignors:assignors_section", compute=compute)
