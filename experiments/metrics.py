@@ -55,6 +55,13 @@ window runs from its `change` event to the next change (or `end`). Within it:
   the window's end (a TubeMQ node's share after it departs: nobody takes it);
 - `member_partitions`: for a change about one member (a leave, a depart, a
   pause), how many partitions it owned when the change began;
+- `partitions_moved`: partitions whose owner at the window's end (among the
+  change's live `members`) did not own them when the change began (a
+  leaver's partitions count: they must move; an eager member that revoked a
+  partition and was given it back did not move it), and `partitions_spread`:
+  the most minus the fewest partitions a live member owns at the window's end
+  (a member with none counts), as the assignors experiment's computed replay
+  counts them (`catalogue/assignors_replay.py`);
 - `first_message_ms`: for a `join`, the joiner's time from its start
   (`consumer_start`) to its first processed record (`first_messages`);
 - `members_revoking`: the consumers other than the change's own (`about`: the
@@ -301,6 +308,25 @@ def _member_partitions(intervals: DataFrame, windows: DataFrame) -> DataFrame:
             .groupBy(*KEYS).agg(F.count(F.lit(1)).alias("member_partitions")))
 
 
+def _moves_and_spread(intervals: DataFrame, windows: DataFrame) -> DataFrame:
+    """KEYS, partitions_moved, partitions_spread: who owned what when the change began and at the window's end."""
+    w = windows.select(*KEYS, "members", F.col("start_ns").alias("w_start"), F.col("stop_ns").alias("w_stop"))
+    joined = intervals.join(w, "trial")
+    owned = [*KEYS, "actor", "topic", "partition"]
+    at_start = (joined.where((F.col("start_ns") <= F.col("w_start")) & (F.col("stop_ns") > F.col("w_start")))
+                .select(*owned).distinct())
+    at_end = (joined.where((F.col("start_ns") < F.col("w_stop")) & (F.col("stop_ns") >= F.col("w_stop"))
+                           & (F.col("members").isNull() | F.array_contains("members", F.col("actor"))))
+              .select(*owned).distinct())
+    moved = (at_end.join(at_start, owned, "left_anti").select(*KEYS, "topic", "partition").distinct()
+             .groupBy(*KEYS).agg(F.count(F.lit(1)).alias("partitions_moved")))
+    loads = (w.select(*KEYS, F.explode("members").alias("actor"))
+             .join(at_end.groupBy(*KEYS, "actor").agg(F.count(F.lit(1)).alias("load")), [*KEYS, "actor"], "left")
+             .fillna(0, subset=["load"])
+             .groupBy(*KEYS).agg((F.max("load") - F.min("load")).alias("partitions_spread")))
+    return loads.join(moved, KEYS, "full")
+
+
 def group_requests(events: DataFrame) -> DataFrame:
     """The group requests brokers served (`broker_requests_per_change`), TubeMQ's data path left out."""
     data_path = (F.col("kind") == "tubemq_request") & field("api").isin(*TUBEMQ_DATA_PATH)
@@ -493,6 +519,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
                             ("_unprocessed_s", "double_processed_partition_s")).drop("_unprocessed_s"),
         _complete_at_end(events, intervals, windows),
         _member_partitions(intervals, windows),
+        _moves_and_spread(intervals, windows),
         _view_divergence(events, ce, windows),
         first_messages(ce, windows),
         _members_revoking(ce, windows),
@@ -506,7 +533,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "processed_after_loss",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views",
-              "unowned_at_end", "member_partitions", "members_revoking", "partitions_revoked",
+              "unowned_at_end", "member_partitions", "partitions_moved", "members_revoking", "partitions_revoked",
               "generations"]
     return (out.drop("members", "about").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
             .withColumnRenamed("complete_at_end", "converged")

@@ -55,6 +55,15 @@ owner, as in Kafka::
     SyncGroup answer   -> revoke owned - assigned; assigned; STABLE; if it revoked any: rejoin
     (second round: generation g+1, the withheld partitions go to their new owners)
 
+Not modelled, stated: the subscription is fixed (Java's onJoinPrepare also
+revokes the partitions of topics no longer subscribed; no pattern
+subscriptions); the leader does not validate a custom cooperative assignor's
+output (Java's `validateCooperativeAssignment`: `cooperative-sticky` is the
+only one, and is exempt); if the heartbeat thread learns during
+CompletingRebalance that the generation is gone, the lab still applies the
+SyncGroup answer and loses everything at its next rejoin, where Java
+discards the answer.
+
 Each answer has one handler (kafka-python's `coordinator/base.py`):
 `_handle_find_coordinator_response`, `_handle_join_response`,
 `_handle_sync_response`, `_handle_heartbeat_response`,
@@ -278,6 +287,9 @@ class ModernConsumer:
         self._lookup_lock = threading.Lock()  # one coordinator lookup at a time (poll loop or heartbeat thread)
         self._rejoin_reason: str | None = "first join"  # set: a rejoin is needed; cleared on SyncGroup success
         self._reset: ErrorCode | None = None
+        # Java's `needsJoinPrepare`: the commit and revocation before a join are done once per rebalance, not again
+        # for each JoinGroup or SyncGroup retried; set again by a completed join and by a reset generation
+        self._needs_join_prepare = True
         # Java's `HeartbeatThread.failed`: a fatal answer the heartbeat thread got; the poll loop raises it
         self._heartbeat_failure: str | None = None
         self._positions_retry_ms = 0  # when the poll loop may look its start positions up again
@@ -356,6 +368,7 @@ class ModernConsumer:
             if code is ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
             self.generation = NO_GENERATION
+            self._needs_join_prepare = True  # Java's resetStateAndRejoin
         self.trace.record("generation_reset", error=code.name, member=self.member_id)
         self._set_state(MemberState.UNJOINED)
 
@@ -458,15 +471,8 @@ class ModernConsumer:
     def _rebalance(self) -> None:
         with self._lock:
             reason = self._rejoin_reason or "reset"  # cleared only when a SyncGroup succeeds
-        if self._assignment:
-            self._commit_before_rejoining()
-            with self._lock:
-                lost = self._reset is not None or not self.generation.is_valid()
-            if self.protocol == "eager":
-                self._revoke()
-            elif lost:
-                self._revoke(lost=True)  # Java's onJoinPrepare: invokePartitionsLost, as in either protocol
-            # cooperative, generation intact: revoke nothing; the partitions are fetched through the rebalance
+        if self._needs_join_prepare:
+            self._prepare_join()
         self._apply_reset()
         self.rebalances += 1
         self.trace.record("rebalance_begin", member=self.member_id, generation=self.generation.generation_id,
@@ -480,27 +486,42 @@ class ModernConsumer:
             if not rejoins_at_once(outcome):
                 self._stop.wait(self.config.retry_backoff_ms / 1000)
 
+    def _prepare_join(self) -> None:
+        """Java's `onJoinPrepare`, once per rebalance: commit (if auto-commit), then, if the generation was reset,
+        lose everything (`onPartitionsLost`, either protocol); else eager revokes everything and cooperative
+        nothing (its partitions are fetched through the rebalance)."""
+        if self._assignment:
+            self._commit_before_rejoining()
+            with self._lock:
+                lost = self._reset is not None or not self.generation.is_valid()
+            if lost:
+                self._revoke(lost=True)
+            elif self.protocol == "eager":
+                self._revoke()
+        self._needs_join_prepare = False
+
     def _commit_before_rejoining(self) -> None:
         """Java's onJoinPrepare: the auto-commit, retried while its error is retriable, until the rebalance
         timeout (`max.poll.interval.ms`) has passed."""
         deadline = monotonic_ms() + self.config.max_poll_interval_ms
         while True:
-            error = self._commit_positions("before rejoining")
+            error = self._commit_positions("before rejoining", call=self._call_while_fetching)
             if not commit_retriable(error) or monotonic_ms() >= deadline or self._stop.is_set():
                 return
             self._stop.wait(self.config.retry_backoff_ms / 1000)
             self._ensure_coordinator()
 
-    def _subscription_metadata(self) -> dict:
-        """What this member tells the leader's assignor. Eager: the partitions of the last generation it synced
-        (the sticky assignor's user data; it owns nothing now, having revoked everything). Cooperative: what it
-        owns now, and its generation (ConsumerProtocolSubscription v2's `ownedPartitions` and `generationId`)."""
-        if self.protocol == "cooperative":
-            with self._lock:
-                return {"topics": self.topics, "owned": [list(tp) for tp in self._assignment],
-                        "generation": self.generation.generation_id}
-        return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
-                "generation": self._last_owned_generation}
+    def _subscription_metadata(self, strategy: str) -> dict:
+        """What this member tells the leader's assignor, for one strategy it votes for: what it owns now, and
+        its generation (ConsumerProtocolSubscription v2's `ownedPartitions` and `generationId`): under eager
+        nothing, having revoked everything, except for `sticky`, whose user data carries the partitions of the
+        last generation it synced (Java's `StickyAssignor.subscriptionUserData`)."""
+        if self.protocol == "eager" and strategy == "sticky":
+            return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
+                    "generation": self._last_owned_generation}
+        with self._lock:
+            return {"topics": self.topics, "owned": [list(tp) for tp in self._assignment],
+                    "generation": self.generation.generation_id}
 
     def _join_and_sync(self) -> str:
         """One JoinGroup + SyncGroup round trip; returns `ok`, or why not: an error's name in lower case, or
@@ -513,7 +534,7 @@ class ModernConsumer:
             group_instance_id=self.config.group_instance_id,
             client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
-            protocols=[{"name": s, "metadata": self._subscription_metadata()} for s in self.config.strategies])
+            protocols=[{"name": s, "metadata": self._subscription_metadata(s)} for s in self.config.strategies])
         outcome = self._handle_join_response(response)
         if outcome != "ok":
             return outcome
@@ -534,7 +555,9 @@ class ModernConsumer:
         the request is in flight on a thread of its own while the poll loop goes on fetching and processing the
         partitions it owns (Java's `poll` sends JoinGroup without waiting for it, then fetches). No auto-commit
         meanwhile (Java's `ConsumerCoordinator.poll` returns before it while a rejoin is pending). Stopping does
-        not wait for the answer."""
+        not wait for the answer, but the leave's own requests queue behind it on the one connection (a broker,
+        too, answers one connection's requests in order). The fetch round ends after the partition whose batch
+        is being processed when the answer comes (Java: at the next `poll()`, after the application's batch)."""
         if self.protocol == "eager":
             return self._call_coordinator(api, **body)
         answer: dict = {}
@@ -543,7 +566,7 @@ class ModernConsumer:
         request.start()
         while request.is_alive() and not self._stop.is_set():
             self._poll_heartbeat(monotonic_ms())
-            self._fetch_round()
+            self._fetch_round(until=lambda: not request.is_alive())
             request.join(0.0)
         return answer.get("response")
 
@@ -592,6 +615,8 @@ class ModernConsumer:
             self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
         self.heartbeat.reset_timeouts(monotonic_ms())
+        self._last_commit_ms = monotonic_ms()  # Java: the auto-commit timer starts again from the join's end
+        self._needs_join_prepare = True
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in self._assignment])
         self.listener.on_partitions_assigned(sorted(set(partitions) - set(owned)))  # Java: the added ones only
@@ -669,16 +694,19 @@ class ModernConsumer:
         another member's (Java's `onPartitionsLost`, recorded as a `revoked` event with `lost` true)."""
         with self._lock:
             revoked = list(self._assignment) if partitions is None else list(partitions)
-            self._assignment = [tp for tp in self._assignment if tp not in revoked]
-            self._positions = {tp: o for tp, o in self._positions.items() if tp not in revoked}
         extra = {"lost": True} if lost else {}
         self.trace.record("revoked", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in revoked], **extra)
-        self.listener.on_partitions_revoked(revoked)
+        self.listener.on_partitions_revoked(revoked)  # Java: before the partitions go, so a listener may commit
+        with self._lock:
+            self._assignment = [tp for tp in self._assignment if tp not in revoked]
+            self._positions = {tp: o for tp, o in self._positions.items() if tp not in revoked}
         self._changed()
 
     # -- fetching and committing -----------------------------------------------------------
-    def _fetch_round(self) -> None:
+    def _fetch_round(self, until: Callable[[], bool] | None = None) -> None:
+        """One fetch per owned partition with a position, each batch processed; `until`: stop between partitions
+        once it is true."""
         got_any = False
 
         def processed(tp: TopicPartition, offset: int) -> None:
@@ -690,7 +718,8 @@ class ModernConsumer:
         for tp in self.assignment():
             # eager: a rejoin requested (by the heartbeat thread) stops the fetching at once, everything is about
             # to be revoked; cooperative: what the member owns is fetched until it is revoked
-            if self._stop.is_set() or (self._rejoin_reason is not None and self.protocol == "eager"):
+            if self._stop.is_set() or (self._rejoin_reason is not None and self.protocol == "eager") \
+                    or (until is not None and until()):
                 return
             with self._lock:
                 position = self._positions.get(tp)
@@ -708,7 +737,7 @@ class ModernConsumer:
         if self.config.enable_auto_commit and due:
             self._commit_positions("auto-commit")
 
-    def _commit_positions(self, why: str) -> ErrorCode | None:
+    def _commit_positions(self, why: str, call: Callable[..., dict | None] | None = None) -> ErrorCode | None:
         """Commit every position that moved, with the generation this member consumed under; the error, or
         None when nothing was sent (nothing moved, auto-commit off, or no generation: Java sends no commit
         without one)."""
@@ -720,7 +749,7 @@ class ModernConsumer:
             generation = self.generation
         if not moved or not generation.is_valid():
             return None
-        response = self._call_coordinator(
+        response = (call or self._call_coordinator)(
             "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
             group_instance_id=self.config.group_instance_id,
             offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
@@ -768,13 +797,17 @@ class ModernConsumer:
         under the same `group.instance.id` without a rebalance.
         """
         try:
-            if self.error is None and self._assignment:
+            with self._lock:
+                stable = self.state is MemberState.STABLE and self.generation.is_valid()
+            if self.error is None and self._assignment and stable:
                 try:
                     self._commit_positions("stop")
                 except ConsumerFailed:
                     pass  # FENCED_INSTANCE_ID: Java's maybeAutoCommitOffsetsSync logs it; the `commit` event says it
             if self._assignment:
-                self._revoke()
+                # Java's onLeavePrepare: lost if the generation is gone or a rebalance is under way (a
+                # cooperative member stopped mid-rebalance; Java sends no commit then: `generationIfStable`)
+                self._revoke(lost=not stable)
             if self._is_dynamic_member() and self.member_id and self._coordinator is not None:
                 response = self._call_coordinator("LeaveGroup", member_id=self.member_id)
                 self._handle_leave_response(None if response is None else ErrorCode(response["error_code"]),

@@ -108,7 +108,7 @@ def test_the_commit_before_rejoining_is_retried_while_its_error_is_retriable(tmp
         member.config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9",
                                                   "retry.backoff.ms": 1})
         left = list(answers)
-        member._commit_positions = lambda why, left=left: left.pop(0)
+        member._commit_positions = lambda why, call=None, left=left: left.pop(0)
         member._ensure_coordinator = lambda: True
         member._commit_before_rejoining()
         assert len(answers) - len(left) == calls

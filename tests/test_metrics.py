@@ -286,6 +286,15 @@ def test_a_departed_share_nobody_takes_is_unowned_at_the_end_and_tubemqs_data_pa
     assert changes["join"]["unowned_at_end"] == 0 and changes["zombie"]["member_partitions"] == 0
 
 
+def test_partitions_moved_count_new_owners_not_an_eager_revoke_given_back(changes):
+    # join: c1 revoked both at 10.5 s and was given t-0 back (not moved); t-1 went to c2
+    assert changes["join"]["partitions_moved"] == 1
+    # zombie: c2 took t-0 at 6 s while c1 never let go: a new owner at the window's end, so moved
+    assert changes["zombie"]["partitions_moved"] == 1
+    # the spread needs the change's members (these changes name none)
+    assert changes["join"]["partitions_spread"] is None
+
+
 def test_convergence_and_unowned_time(changes):
     join = changes["join"]
     assert join["converged"] is True

@@ -90,3 +90,27 @@ def test_default_strategies_stay_eager_and_a_mixed_list_picks_the_common_protoco
     assert protocol("range") == "eager"
     assert protocol("range,cooperative-sticky") == "eager"  # Kafka 3.x's default list: eager, voting range
     assert protocol("cooperative-sticky") == "cooperative"
+
+
+def test_each_strategy_is_told_what_the_member_owns_now_but_eager_sticky_its_last_generation(tmp_path):
+    """Java sends the partitions a member owns (none, under eager, once it has revoked everything) and its
+    generation; eager `sticky` reads its own user data instead. So `cooperative-sticky` in an eager group (Kafka's
+    upgrade path, `range,cooperative-sticky`) sees nothing owned and withholds nothing."""
+    from lab_cluster.trace import TraceRecorder
+    from modern_coord import ConsumerConfig, ModernConsumer
+    from modern_coord.member import Generation
+
+    def member(strategy):
+        config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9",
+                                           "partition.assignment.strategy": strategy})
+        consumer = ModernConsumer(config, ["t"], TraceRecorder(tmp_path, trial="t", design="modern", actor=strategy))
+        consumer.generation = Generation(4, "m", "x")
+        consumer._last_owned, consumer._last_owned_generation = [("t", 0), ("t", 1)], 4
+        return consumer
+
+    eager = member("sticky,cooperative-sticky")  # revoked everything: owns nothing now
+    assert eager._subscription_metadata("sticky")["owned"] == [["t", 0], ["t", 1]]
+    assert eager._subscription_metadata("cooperative-sticky") == {"topics": ["t"], "owned": [], "generation": 4}
+    cooperative = member("cooperative-sticky")
+    cooperative._assignment = [("t", 1)]  # kept through the rebalance
+    assert cooperative._subscription_metadata("cooperative-sticky")["owned"] == [["t", 1]]

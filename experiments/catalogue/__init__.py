@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from experiments.engine.experiment import Experiment
 
-from . import first_message, herd, split_brain, storm, zombie
+from . import assignors, first_message, herd, split_brain, storm, zombie
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     herd.EXPERIMENT,
     split_brain.EXPERIMENT,
     zombie.EXPERIMENT,
     first_message.EXPERIMENT,
+    assignors.EXPERIMENT,
     storm.EXPERIMENT,
 )}
 #: the experiments whose trials keep timelines for their report sections (what the harness is told)

@@ -6,6 +6,8 @@
   the run's own report, `DIR/REPORT.md`.
 - `reproduce [--profile quick|full]`: every experiment into a new run directory under `runs/`, its report
   rendered there, and which of the published report's findings held in it (`DIR/findings.csv`).
+- `run` and `reproduce` first store each experiment's computed part, if it has one (`Experiment.compute`), in
+  `DIR/computed/<experiment>/`: derived without a cluster, so before the trials.
 - `report RUN_DIR [--publish]`: re-render a run's report from its stored results, running nothing; with
   `--publish`, as the lab's REPORT.md and report/ (`published.py` says when it refuses).
 
@@ -35,7 +37,8 @@ def add_parsers(sub) -> None:
     run = sub.add_parser("run", help="run one experiment's grid of trials on Spark and store the results")
     run.add_argument("experiment", choices=sorted(EXPERIMENTS))
     _grid_options(run)
-    run.add_argument("--designs", help=f"comma-separated (default: the experiment's own): {', '.join(DESIGNS)}")
+    run.add_argument("--designs", help=f"comma-separated, among {', '.join(DESIGNS)} (default: every design the "
+                                       "experiment runs)")
     run.add_argument("--consumers", help="comma-separated group sizes (default: the profile's)")
     run.add_argument("--partitions", type=int, help="partitions of the topic (default: the profile's)")
     run.add_argument("--seeds", type=int, help="repetitions of each trial (default: the profile's, else 1)")
@@ -162,11 +165,23 @@ def _print_table(console: Console, summary) -> None:
         console.print(f"[red]failed[/] {row.trial}: {row.reason}")
 
 
+def store_computed(experiments, profile: str, run_uri: str) -> None:
+    """Each experiment's computed part (`Experiment.compute`), if it has one, into the run (`store.write_computed`):
+    no cluster, so before the trials."""
+    for experiment in experiments:
+        if experiment.compute is not None:
+            tables = experiment.compute(profile)
+            store.write_computed(run_uri, experiment.name, tables)
+            _console().print(f"computed {experiment.name}: {', '.join(tables)} -> "
+                             f"{store.join(run_uri, store.COMPUTED, experiment.name)}")
+
+
 def run_experiment(args) -> int:
     experiment = EXPERIMENTS[args.experiment]
     specs = experiment.grid(args.profile, _designs(args.designs, experiment), _int_list(args.consumers, "--consumers"),
                             args.partitions, args.seeds)
     out = args.out or _new_run_dir(f"{args.experiment}-{args.profile}")
+    store_computed([experiment], args.profile, out)
     summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)
     console = _console()
     console.print(f"results: {out}/summary.csv")
@@ -181,6 +196,7 @@ def run_reproduce(args) -> int:
     if store.local_path(out) is None:
         raise LabError(f"reproduce renders its report into {out}, which must be a local directory.",
                        "Give --out a local path, or use `run` for a remote results location.")
+    store_computed(EXPERIMENTS.values(), args.profile, out)
     summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)
     console = _console()
     _report_and_findings(console, Path(out), summary)
@@ -192,7 +208,8 @@ def _report_and_findings(console: Console, run_dir: Path, summary) -> None:
     from experiments.report.render import render
 
     report = render(run_dir)
-    outcomes = [o for o in published.compare(summary) if o.experiment in set(summary.experiment)]
+    outcomes = [o for o in published.compare(summary, store.read_computed(run_dir))
+                if o.experiment in set(summary.experiment)]
     published.save(outcomes, run_dir)
     _print_findings(console, outcomes)
     console.print(f"[bold]{published.verdict(outcomes)}[/] (this run's findings: {run_dir / 'findings.csv'})")

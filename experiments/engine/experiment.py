@@ -10,6 +10,16 @@ else, so a new experiment is one new module and one line there.
 A report section is rendered from a `StoredRun` alone: the run's own summary,
 environment, consumer configs, grid and timelines, never from today's code
 constants, so an old run re-renders as it ran.
+
+An experiment may also have a **computed part** (`Experiment.compute`): tables
+derived without a cluster, such as every assignment strategy replayed over a
+sequence of membership changes (`catalogue/assignors.py`). `run` and
+`reproduce` call it once per run and store its tables in the run directory
+beside the trials' results (`store.write_computed`:
+`computed/<experiment>/<table>.csv`); its findings and its section read them
+back from there (`StoredRun.computed`), never by computing again, so that the
+page shows what the run stored, as it does for trials. Such an experiment's
+`findings` takes `(summary, computed)`; `Experiment.check` calls either kind.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +46,8 @@ class StoredRun:
     figures: Path  # where the section writes its figures
     root: Path  # the report's folder: figure links are relative to it
     timelines: tuple[pd.DataFrame, pd.DataFrame] | None  # timelines.csv, marks.csv (fault experiments)
+    #: {experiment: {table: its rows}}: the computed parts the run stored (`computed/<experiment>/<table>.csv`)
+    computed: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
 
     def spec(self, experiment: str, field: str) -> str:
         """The values one field of the trial specs took in an experiment, as grid.json recorded them: `3`,
@@ -69,6 +81,16 @@ class Experiment:
     #: raised when what the experiment runs or claims changes (a run records the versions it ran: runs of
     #: different versions of one experiment are not the same measurement); its history is in the module
     version: int = 1
+    #: its computed part, if any: (profile) -> {table name: rows}, derived without a cluster; `run` and
+    #: `reproduce` store the tables in the run, and `findings(summary, computed)` and the section read them there
+    compute: Callable[[str], dict[str, pd.DataFrame]] | None = None
+
+    def check(self, summary: pd.DataFrame, computed: dict[str, pd.DataFrame] | None = None) -> list[Finding]:
+        """The findings on a run's stored results: its summary rows of this experiment and, for an experiment
+        with a computed part, the tables the run stored for it (`computed`; empty if the run stored none)."""
+        if self.compute is None:
+            return self.findings(summary)
+        return self.findings(summary, computed or {})
 
     def render_section(self, rows: pd.DataFrame, run: StoredRun) -> str:
         # resolved when a report is rendered: the report modules import matplotlib, which running trials

@@ -8,6 +8,7 @@ A run directory holds (asv's separation of configuration, results and figures):
     results/changes.parquet one row per (trial, change): every metric, the cross-check, the status
     results/trials.parquet  one row per trial: status, reason, duplicates, gaps
     summary.csv             the two joined, with the trial's identity: what REPORT.md is rendered from
+    computed/<experiment>/<table>.csv   an experiment's computed part (`Experiment.compute`), if it has one
 
 Trials write their traces on the machine that runs them. With a local path (or
 `file://`) they write straight into the run directory; with another URI
@@ -18,8 +19,14 @@ copied to the URI with `pyarrow.fs` when it ends, where Spark reads it back.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
+
+import pandas as pd
+
+#: the folder of a run (and of a rendered report's sources) holding the experiments' computed parts
+COMPUTED = "computed"
 
 
 def local_path(uri: str) -> Path | None:
@@ -41,3 +48,24 @@ def publish(local_dir: Path, uri: str) -> None:
     target, path = fs.FileSystem.from_uri(uri.replace("s3a://", "s3://", 1))
     fs.copy_files(str(local_dir), path, source_filesystem=fs.LocalFileSystem(), destination_filesystem=target)
     shutil.rmtree(local_dir, ignore_errors=True)
+
+
+def write_computed(run_uri: str, experiment: str, tables: dict[str, pd.DataFrame]) -> None:
+    """Store an experiment's computed tables in the run: `computed/<experiment>/<table>.csv` (written locally,
+    then copied to a remote run URI as a trial's directory is)."""
+    local = local_path(run_uri)
+    folder = local / COMPUTED / experiment if local is not None else Path(tempfile.mkdtemp(prefix="lab-computed-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        table.to_csv(folder / f"{name}.csv", index=False)
+    if local is None:
+        publish(folder, join(run_uri, COMPUTED, experiment))
+
+
+def read_computed(run_dir: Path) -> dict[str, dict[str, pd.DataFrame]]:
+    """{experiment: {table: rows}} of every computed part stored under `run_dir` (empty if none)."""
+    root = run_dir / COMPUTED
+    if not root.is_dir():
+        return {}
+    return {folder.name: {path.stem: pd.read_csv(path) for path in sorted(folder.glob("*.csv"))}
+            for folder in sorted(root.iterdir()) if folder.is_dir()}

@@ -57,10 +57,17 @@ def published_summary() -> pd.DataFrame | None:
     return with_added_columns(pd.read_csv(path)) if path.exists() else None
 
 
-#: metrics added after a report was published, which only the findings of designs added with them read: a
-#: summary written before them gets them empty (`with_added_columns`) instead of being refused as older
-ADDED_LATER = ("unowned_at_end", "member_partitions", "members_revoking", "partitions_revoked",
-               "generations")
+#: metrics added after a report was published, which only the findings of designs or experiments added with
+#: them read: a summary written before them gets them empty (`with_added_columns`) instead of being refused as older
+ADDED_LATER = ("unowned_at_end", "member_partitions", "partitions_moved", "partitions_spread", "members_revoking",
+               "partitions_revoked", "generations")
+
+
+def published_computed() -> dict[str, dict[str, pd.DataFrame]]:
+    """The computed parts the published report was rendered from (`report/computed/`; empty where none)."""
+    from experiments.engine.store import read_computed
+
+    return read_computed(SOURCES)
 
 
 def missing_columns(summary: pd.DataFrame) -> list[str]:
@@ -75,14 +82,15 @@ def with_added_columns(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.assign(**{c: float("nan") for c in ADDED_LATER if c not in summary.columns})
 
 
-def compare(summary: pd.DataFrame) -> list[Outcome]:
-    """Every finding checked in this run or stated by the published report, published order first."""
+def compare(summary: pd.DataFrame, computed: dict[str, dict[str, pd.DataFrame]] | None = None) -> list[Outcome]:
+    """Every finding checked in this run (its summary, and `computed`: the computed parts it stored) or stated by
+    the published report, published order first."""
     from experiments.report.render import checked_findings
 
     published = published_summary()
     checkable = published is not None and not missing_columns(published)
-    theirs = {(e, f.id): f for e, f in checked_findings(published)} if checkable else {}
-    ours = {(e, f.id): f for e, f in checked_findings(summary)}
+    theirs = {(e, f.id): f for e, f in checked_findings(published, published_computed())} if checkable else {}
+    ours = {(e, f.id): f for e, f in checked_findings(summary, computed)}
     keys = list(theirs) + [k for k in ours if k not in theirs]
 
     def holds(side: dict, key) -> bool | None:

@@ -2,8 +2,9 @@
 
 `render(run_dir, out)` reads `summary.csv`, `environment.json`,
 `configs.json` and `grid.json` (the trial specs, for the config overrides) of a
-run directory (see `engine/store.py`), and `timelines.csv`/`marks.csv` where the run
-has them, copies the source files to `<out's folder>/report/`, and writes the
+run directory (see `engine/store.py`), `timelines.csv`/`marks.csv` and the
+experiments' computed parts (`computed/`) where the run has them, copies the
+source files to `<out's folder>/report/`, and writes the
 Markdown: a header, the environment, each experiment's section in the
 catalogue's order (`catalogue/__init__.py`; each draws its figures, matplotlib,
 headless, into `report/figures/`), the failed trials and the cross-check.
@@ -23,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.catalogue import EXPERIMENTS
+from experiments.engine import store
 from experiments.engine.experiment import StoredRun
 from experiments.engine.finding import Finding, by_id
 from experiments.engine.steps import MEMBERSHIP_CHANGES
@@ -53,11 +55,15 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
             json.loads((run_dir / "configs.json").read_text()), json.loads((run_dir / "grid.json").read_text()))
 
 
-def checked_findings(summary: pd.DataFrame) -> list[tuple[str, Finding]]:
+def checked_findings(summary: pd.DataFrame, computed: dict[str, dict[str, pd.DataFrame]] | None = None
+                     ) -> list[tuple[str, Finding]]:
     """(experiment, finding) for every finding the report states, checked on `summary`'s trials of that
-    experiment; experiments the summary has no trial of are left out. Ids are unique per experiment."""
+    experiment (and on its stored computed part, `computed[experiment]`, if it has one); experiments the
+    summary has no trial of are left out. Ids are unique per experiment."""
+    computed = computed or {}
     return [(name, finding) for name, experiment in EXPERIMENTS.items() if (summary.experiment == name).any()
-            for finding in by_id(experiment.findings(summary[summary.experiment == name])).values()]
+            for finding in by_id(experiment.check(summary[summary.experiment == name],
+                                                  computed.get(name))).values()]
 
 
 def render(run_dir: Path, out: Path | None = None) -> Path:
@@ -73,7 +79,12 @@ def render(run_dir: Path, out: Path | None = None) -> Path:
         for name in SOURCES + (TIMELINE_SOURCES if have_timelines else ()):
             shutil.copyfile(run_dir / name, report_dir / name)
     timelines = tuple(pd.read_csv(run_dir / name) for name in TIMELINE_SOURCES) if have_timelines else None
-    run = StoredRun(env, configs, grid, figures, out.parent, timelines)
+    computed = store.read_computed(run_dir)
+    if run_dir.resolve() != report_dir.resolve():
+        shutil.rmtree(report_dir / store.COMPUTED, ignore_errors=True)  # no other run's tables may stay beside ours
+        if computed:
+            shutil.copytree(run_dir / store.COMPUTED, report_dir / store.COMPUTED)
+    run = StoredRun(env, configs, grid, figures, out.parent, timelines, computed)
     parts = [_header(env), _environment(env)]
     for name, experiment in EXPERIMENTS.items():
         rows = summary[summary.experiment == name]
