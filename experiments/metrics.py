@@ -63,7 +63,17 @@ window runs from its `change` event to the next change (or `end`). Within it:
   (a member with none counts), as the assignors experiment's computed replay
   counts them (`catalogue/assignors_replay.py`);
 - `first_message_ms`: for a `join`, the joiner's time from its start
-  (`consumer_start`) to its first processed record (`first_messages`).
+  (`consumer_start`) to its first processed record (`first_messages`);
+- `members_revoking`: the consumers other than the change's own (`about`: the
+  restarted, joining or leaving member) with a `revoked` event naming at least
+  one partition in the window (every family records one when it lets
+  partitions go in a rebalance; the ZooKeeper era's on
+  `releasePartitionOwnership`, every eager rebalance), and `partitions_revoked`,
+  how many partitions they revoked in all (each revocation counted);
+- `generations`: the rebalance rounds some consumer entered in the window
+  (`rebalance_rounds`): the coordinator era's generations, the membership views
+  of the families whose members compute (ZooKeeper era, RocketMQ; TubeMQ's
+  client balance has none), TubeMQ's master's rebalance ids.
 
 Ownership (`ownership_segments`): a consumer owns a partition from its
 `assigned` event to its next `assigned`/`revoked` for it, or the end of its
@@ -200,14 +210,25 @@ def _tally(events: DataFrame, windows: DataFrame, counts: dict[str, tuple[str, .
 def ownership_intervals(ce: DataFrame) -> DataFrame:
     """trial, actor, topic, partition, start_ns, stop_ns: one row per stretch a consumer owned a partition.
 
-    `ce`: the consumers' events (`consumer_events`).
+    `ce`: the consumers' events (`consumer_events`). A consumer restarted under
+    its name (the storm's `restart`) has two lives in one trace, each from a
+    `trace_open` to its `trace_close`: ownership never runs past a life's end
+    (a ZooKeeper-era consumer records no `revoked` when it stops; its session's
+    close releases everything) nor into the next life.
     """
     moves = (ce.where(F.col("kind").isin("assigned", "revoked"))
              .select("trial", "actor", "ts_ns", "kind",
                      F.explode(F.from_json(field("partitions"), ArrayType(ArrayType(StringType())))).alias("tp"))
              .select("trial", "actor", "ts_ns", "kind", F.col("tp")[0].alias("topic"),
                      F.col("tp")[1].cast("int").alias("partition")))
-    trace_ends = ce.groupBy("trial", "actor").agg(F.max("ts_ns").alias("ts_ns"))
+    # a life ends where its process closed the trace (`trace_close`), where the actor's next process opened it
+    # again (a restarted consumer appends to its own trace; a killed one never closed it), or at the trace's end:
+    # whatever an old process held, the new one holds nothing until it is assigned
+    lives = (ce.where(F.col("kind").isin("trace_open", "trace_close"))
+             .withColumn("first", F.min("ts_ns").over(Window.partitionBy("trial", "actor")))
+             .where((F.col("kind") == "trace_close") | (F.col("ts_ns") > F.col("first")))
+             .select("trial", "actor", "ts_ns"))
+    trace_ends = ce.groupBy("trial", "actor").agg(F.max("ts_ns").alias("ts_ns")).unionByName(lives)
     ends = (moves.select("trial", "actor", "topic", "partition").distinct().join(trace_ends, ["trial", "actor"])
             .withColumn("kind", F.lit("trace_end")))
     steps = moves.unionByName(ends)
@@ -386,6 +407,49 @@ def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> Da
     return effect.join(stale, KEYS, "full")
 
 
+def _members_revoking(ce: DataFrame, windows: DataFrame) -> DataFrame:
+    """KEYS, members_revoking, partitions_revoked: the consumers other than the change's own (`about`) that
+    revoked at least one partition in the window, and how many partitions they revoked in all (a group-wide stop
+    shows as every other member revoking everything; a cooperative rebalance as the moving partitions only)."""
+    size = F.size(F.from_json(field("partitions"), ArrayType(ArrayType(StringType()))))
+    revoked = ce.where(F.col("kind") == "revoked").withColumn("_n", size).where(F.col("_n") > 0)
+    about = windows.select(*KEYS, F.split(F.coalesce("about", F.lit("")), ",").alias("_about"))
+    return (_in_window(revoked, windows).join(about, KEYS).where(~F.array_contains("_about", F.col("actor")))
+            .groupBy(*KEYS).agg(F.countDistinct("actor").alias("members_revoking"),
+                                F.sum("_n").alias("partitions_revoked")))
+
+
+def rebalance_rounds(ce: DataFrame) -> DataFrame:
+    """trial, ts_ns, round: each moment a consumer adopted an assignment from a round it was not in before.
+
+    What a round is depends on who computes (`Family.computes`): the coordinator
+    era's generation (`assigned.generation`); where each member computes, the
+    membership view it computed from (`assigned.view`: the ZooKeeper era's
+    cversion of the ids node, RocketMQ's id list, TubeMQ's fixed `sourceCount`,
+    which never changes). An `assigned` counts only if its round differs from the
+    same consumer's previous one (through a restart too: a static member that
+    comes back into its generation begins no round). TubeMQ's server balance
+    plans at its master, and its members' view is always "master": its rounds are
+    the master's rebalance ids its consumers carried out (`tubemq_event`).
+    """
+    by_leader = [f.name for f in FAMILIES.values() if f.computes == "leader"]
+    key = F.when(F.col("design").isin(by_leader), F.concat(F.lit("generation "), F.col("generation").cast("string"))
+                 ).otherwise(F.concat(F.lit("view "), F.coalesce(field("view"), F.lit(""))))
+    mine = Window.partitionBy("trial", "actor").orderBy("ts_ns")
+    adopted = (ce.where(F.col("kind") == "assigned").withColumn("round", key)
+               .withColumn("before", F.lag("round").over(mine))
+               .where(F.col("before").isNull() | (F.col("before") != F.col("round"))))
+    master = ce.where(F.col("kind") == "tubemq_event").withColumn(
+        "round", F.concat(F.lit("master round "), field("rebalance_id")))
+    return adopted.select("trial", "ts_ns", "round").unionByName(master.select("trial", "ts_ns", "round"))
+
+
+def _generations(ce: DataFrame, windows: DataFrame) -> DataFrame:
+    """KEYS, generations: the distinct rebalance rounds (`rebalance_rounds`) some consumer entered in the window."""
+    return (_in_window(rebalance_rounds(ce), windows).groupBy(*KEYS)
+            .agg(F.countDistinct("round").alias("generations")))
+
+
 def first_messages(ce: DataFrame, windows: DataFrame) -> DataFrame:
     """KEYS, first_message_ms: for a `join`, the joiner's time from its `consumer_start` to its first
     `processed` record (null if it processed none)."""
@@ -458,6 +522,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
         _moves_and_spread(intervals, windows),
         _view_divergence(events, ce, windows),
         first_messages(ce, windows),
+        _members_revoking(ce, windows),
+        _generations(ce, windows),
     ]
     out = windows
     for part in parts:
@@ -467,7 +533,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "processed_after_loss",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views",
-              "unowned_at_end", "member_partitions", "partitions_moved"]
+              "unowned_at_end", "member_partitions", "partitions_moved", "members_revoking", "partitions_revoked",
+              "generations"]
     return (out.drop("members", "about").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])
             .withColumnRenamed("complete_at_end", "converged")
             .withColumn("control_messages_per_change", F.col("notifications_per_change")

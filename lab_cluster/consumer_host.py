@@ -77,18 +77,29 @@ class ConsumerHost:
 
 
 def load_family(package: str) -> Family:
-    """The `FAMILY` a family package exports, or a clear error."""
+    """The family `package` names (`Family.package`): the `FAMILY` a package exports, or with `module:ATTRIBUTE`
+    the family that module exports under that name (a variant); else a clear error.
+
+    >>> load_family("modern_coord.variants:STATIC").name
+    'modern-static'
+    """
+    module, _, attribute = package.partition(":")
     try:
-        family = importlib.import_module(package).FAMILY
-    except (ImportError, AttributeError):
-        raise LabError(f"--family {package}: no consumer family package of that name.",
-                       "Give a package that exports FAMILY, such as legacy_zk or modern_coord.") from None
+        family = getattr(importlib.import_module(module), attribute or "FAMILY")
+    except (ImportError, AttributeError, ValueError):
+        raise LabError(f"--family {package}: no consumer family of that name.",
+                       "Give a package that exports FAMILY, such as legacy_zk or modern_coord, or "
+                       "module:ATTRIBUTE for a variant, such as modern_coord.variants:STATIC.") from None
+    if not isinstance(family, Family):
+        raise LabError(f"--family {package}: that is not a consumer family (a {type(family).__name__}).",
+                       "Give a package that exports FAMILY, or module:ATTRIBUTE naming a Family.")
     return family
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m lab_cluster.consumer_host", description=__doc__.split("\n")[0])
-    parser.add_argument("--family", required=True, help="the family's package, e.g. legacy_zk or modern_coord")
+    parser.add_argument("--family", required=True, help="the family's package, e.g. legacy_zk or modern_coord, or "
+                        "module:ATTRIBUTE for a variant, e.g. modern_coord.variants:STATIC")
     parser.add_argument("--address", required=True,
                         help="where the cluster is, as the family needs it: a ZooKeeper connect string or brokers")
     parser.add_argument("--group", required=True)

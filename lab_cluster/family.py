@@ -29,7 +29,10 @@ class Family:
     name: str  # the `design` of traces, specs and summaries, e.g. "legacy"
     label: str  # how the report names it, e.g. "ZooKeeper era (legacy_zk)"
     colour: str  # matplotlib colour of its lines and bars
-    package: str  # the package that exports it: `python -m lab_cluster.consumer_host --family <package>`
+    #: what `python -m lab_cluster.consumer_host --family <package>` loads: a package exporting it as `FAMILY`
+    #: (`modern_coord`), or `module:ATTRIBUTE` for a variant exported under another name
+    #: (`modern_coord.variants:STATIC`)
+    package: str
     address: str  # "zk": its consumers are given a ZooKeeper connect string; "bootstrap": brokers
     address_config: str  # the config key that address goes in, e.g. "zookeeper.connect"
     #: (properties, actor) -> a validated config; raises LabError on a bad one, before anything starts

@@ -176,6 +176,53 @@ def traces(tmp_path_factory):
         (5.0, "revoked", {"partitions": [["t", 0]]})], design="rocketmq")
     _write(hb, "handback", "producer", [(0.7, "produced", {"topic": "t", "partition": 0, "offset": i})
                                         for i in range(4)], design="cluster")
+    # -- trial "storm": c1 (static) restarts at 2 s into its generation; c2 (dynamic) restarts at 10 s --------
+    st = root / "storm"
+    _write(st, "storm", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 2}),
+        (2.0, "change", {"index": 1, "change": "restart", "member": "c1", "members_before": 2, "members_after": 2,
+                         "members": ["c1", "c2"]}),
+        (10.0, "change", {"index": 2, "change": "restart", "member": "c2", "members_before": 2, "members_after": 2,
+                          "members": ["c1", "c2"]}),
+        (20.0, "end", {})], design="modern")
+    _write(st, "storm", "c1", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 0]], "generation": 1}),
+        (2.1, "revoked", {"partitions": [["t", 0]], "generation": 1}),  # its own close: not another's revocation
+        (2.2, "trace_close", {"events": 4}),
+        (3.0, "trace_open", {"pid": 2}),  # its second life, appended to the same trace
+        (3.0, "consumer_start", {"config": {}}),
+        (3.5, "assigned", {"partitions": [["t", 0]], "generation": 1}),  # back into its generation: no new round
+        (10.5, "revoked", {"partitions": [["t", 0]], "generation": 1}),  # c2's restart stops c1 (eager)
+        (11.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "generation": 2}),
+        (11.5, "revoked", {"partitions": [], "generation": 2}),  # names no partition: not a revocation
+        (12.5, "revoked", {"partitions": [["t", 1]], "generation": 2}),
+        (13.0, "assigned", {"partitions": [["t", 0]], "generation": 3})], design="modern")
+    _write(st, "storm", "c2", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 1]], "generation": 1}),
+        (10.2, "trace_close", {"events": 3}),  # stopped without a `revoked` (as a ZooKeeper-era consumer does)
+        (11.0, "trace_open", {"pid": 3}),
+        (11.0, "consumer_start", {"config": {}}),
+        (13.0, "assigned", {"partitions": [["t", 1]], "generation": 3})], design="modern")
+    # -- trial "rounds": ZooKeeper-era views and TubeMQ's master's rebalance ids as rebalance rounds -----
+    ro = root / "rounds"
+    _write(ro, "rounds", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 2}),
+        (2.0, "change", {"index": 1, "change": "join", "member": "c9", "members_before": 2, "members_after": 2}),
+        (9.0, "end", {})], design="legacy")
+    _write(ro, "rounds", "c1", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 0]], "view": 4}),
+        (3.0, "assigned", {"partitions": [["t", 0]], "view": 5}),
+        (3.5, "assigned", {"partitions": [["t", 0]], "view": 5}),  # a retry from the same view: the same round
+        (4.0, "assigned", {"partitions": [["t", 0]], "view": 6})], design="legacy")
+    _write(ro, "rounds", "c2", [
+        (0.6, "consumer_start", {"config": {}}),
+        (1.0, "assigned", {"partitions": [["t", 1]], "view": "master"}),
+        (3.2, "tubemq_event", {"event": "disconnect", "partitions": [], "rebalance_id": 7}),
+        (3.3, "tubemq_event", {"event": "connect", "partitions": [], "rebalance_id": 7}),  # one master round
+        (3.4, "assigned", {"partitions": [["t", 1]], "view": "master"})], design="tubemq-server")
     # -- trial "cut": a trace that was never closed, and a message nobody produced -----------------
     c = root / "cut"
     _write(c, "cut", "c1", [(1.0, "consumer_start", {}),
@@ -190,8 +237,20 @@ def events(spark, traces):
 
 
 @pytest.fixture(scope="module")
-def changes(events):
-    return {r.trial: r.asDict() for r in metrics.change_metrics(events).collect()}
+def all_changes(events):
+    return metrics.change_metrics(events).collect()
+
+
+@pytest.fixture(scope="module")
+def changes(all_changes):
+    """The trials of one change, by trial."""
+    return {r.trial: r.asDict() for r in all_changes}
+
+
+@pytest.fixture(scope="module")
+def windows(all_changes):
+    """Every change, by (trial, change index)."""
+    return {(r.trial, r.change_index): r.asDict() for r in all_changes}
 
 
 def test_counts_per_change(changes):
@@ -296,3 +355,21 @@ def test_incomplete_trials(events):
     assert set(problems) == {"cut"}
     assert any("c1 was never closed" in p for p in problems["cut"])
     assert any("1 processed message(s) were never produced" in p for p in problems["cut"])
+
+
+def test_a_restart_costs_the_others_revocations_and_rounds_only_where_they_happen(windows):
+    static, eager = windows[("storm", 1)], windows[("storm", 2)]
+    # c1's restart into its own generation: its own revocation is not another member's, and no round begins
+    assert (static["members_revoking"], static["partitions_revoked"], static["generations"]) == (0, 0, 0)
+    assert static["unowned_partition_s"] == pytest.approx(1.4)  # its partition, 2.1-3.5 s: while it was down
+    # c2's restart: c1 revokes (its empty revocation at 11.5 s names nothing), generations 2 and 3 begin
+    assert (eager["members_revoking"], eager["partitions_revoked"], eager["generations"]) == (1, 2, 2)
+    # c2's first life owns partition 1 until its trace closed at 10.2 s, not until its second life's assignment:
+    # unowned 10.2-11.0 and 12.5-13.0 (partition 1), 10.5-11.0 (partition 0); nothing owned twice
+    assert eager["unowned_partition_s"] == pytest.approx(1.8)
+    assert eager["double_owned_partition_s"] == 0
+
+
+def test_views_and_the_masters_rebalance_ids_are_rounds_where_members_compute(windows):
+    # views 5 and 6 (the second 5 is a retry of one round), and the master's round 7 carried out in two events
+    assert windows[("rounds", 1)]["generations"] == 3

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.engine.steps import FAULT_STEPS, MEMBERSHIP_CHANGES, STEPS, VICTIM, VICTIM_STEPS, StepImpossible
+from experiments.engine.steps import (
+    FAULT_STEPS,
+    MEMBERSHIP_CHANGES,
+    SPREAD_STEPS,
+    STEPS,
+    VICTIM,
+    VICTIM_STEPS,
+    StepImpossible,
+)
 from experiments.engine.trial import TrialSpec
 from lab_cluster.errors import LabError
 
@@ -13,6 +21,7 @@ from lab_cluster.errors import LabError
 class Stage:
     def __init__(self, victim: bool = True):
         self.joins, self.joined, self.victim, self.done = 0, [], victim, []
+        self.restarts = 0
 
     def has_victim(self) -> bool:
         return self.victim
@@ -37,6 +46,10 @@ class Stage:
 
     def fault(self, step: str):
         return lambda: self.done.append(f"{step} {VICTIM}")
+
+    def restart(self, name: str) -> None:
+        self.restarts += 1
+        self.done.append(f"restart {name}")
 
 
 def run(stage: Stage, steps: list[str], members: list[str]) -> list[tuple[list[str], str]]:
@@ -87,9 +100,10 @@ def test_a_step_that_cannot_be_taken_says_why():
 
 
 def test_the_registry_is_what_specs_and_the_cross_check_read():
-    assert MEMBERSHIP_CHANGES == ("join", "leave", "depart", "churn")
+    assert MEMBERSHIP_CHANGES == ("join", "leave", "depart", "churn", "restart")
     assert FAULT_STEPS == {"pause", "resume", "cut", "heal"}
     assert VICTIM_STEPS == FAULT_STEPS | {"depart"}
+    assert SPREAD_STEPS == VICTIM_STEPS | {"restart"}
     with pytest.raises(LabError, match="Unknown scenario step"):
         TrialSpec("herd", "legacy", 2, 4, steps=("join", "crash"))
     with pytest.raises(LabError, match="act on the victim c1, which needs a process of its own"):
@@ -115,3 +129,23 @@ def test_a_grid_row_carries_every_parameter_and_reads_back_as_the_same_spec():
     row = spec.as_row()
     assert (row["follower_delay_ms"], row["churn_gap_s"], row["hold_s"]) == (1000, 0.25, 0.0)
     assert TrialSpec.from_row(row) == spec
+
+
+def test_a_rolling_restart_restarts_each_of_the_groups_own_consumers_in_turn_and_keeps_the_membership():
+    stage = Stage()
+    assert run(stage, ["restart"] * 3, ["c1", "c2", "c3"]) == [(["c1", "c2", "c3"], f"c{k}") for k in (1, 2, 3)]
+    assert stage.done == ["restart c1", "restart c2", "restart c3"]
+    with pytest.raises(StepImpossible, match="restart 4 would restart c4, which is not a member"):
+        STEPS["restart"].plan(stage, ["c1", "c2", "c3"])
+    # a restart is a leave and a join of one member: the cross-check with ZooKeeper's servers judges it
+    assert STEPS["restart"].membership_change and not STEPS["restart"].holds
+    assert STEPS["restart"].then_waits == "restart_gap_s"
+
+
+def test_a_restart_needs_each_consumer_in_its_own_process_and_takes_its_down_time_and_gap():
+    with pytest.raises(LabError, match="act on the group's own consumers one at a time"):
+        TrialSpec("storm", "legacy", 2, 4, steps=("restart", "restart"))
+    spec = TrialSpec("storm", "legacy", 2, 4, layout="spread", steps=("restart", "restart"),
+                     params={"restart_down_s": 0.5})
+    assert (spec.param("restart_down_s"), spec.param("restart_gap_s")) == (0.5, 2.0)
+    assert TrialSpec.from_row(spec.as_row()) == spec

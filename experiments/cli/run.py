@@ -82,6 +82,7 @@ def _int_list(text: str | None, what: str) -> list[int] | None:
 
 
 def _designs(text: str | None, experiment) -> tuple[str, ...]:
+    """The designs `--designs` names, each one the experiment runs; none given: every one it runs."""
     if text is None:
         return experiment.designs
     designs = tuple(d.strip() for d in text.split(",") if d.strip())

@@ -1,12 +1,16 @@
 """Every consumer family the lab runs: the one place a family is registered (`lab_cluster/family.py`).
 
-Adding a family: its package (exporting a `FAMILY`), and one line here.
+Adding a family: its package (exporting a `FAMILY`), and one line here. A
+variant of a family (the coordinator era's static and cooperative designs,
+`modern_coord/variants.py`) is a `Family` of its own, exported under another
+name: its `package` says `module:ATTRIBUTE`.
 """
 
 from __future__ import annotations
 
 import legacy_zk
 import modern_coord
+import modern_coord.variants
 import rocketmq_client
 import tubemq_client
 import tubemq_client.server_balance
@@ -15,6 +19,7 @@ from lab_cluster.family import Family
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     legacy_zk.FAMILY,
     modern_coord.FAMILY,
+    *modern_coord.variants.VARIANTS,
     rocketmq_client.FAMILY,
     tubemq_client.FAMILY,
     tubemq_client.server_balance.FAMILY,

@@ -66,7 +66,8 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_rea
            "double_owned_partition_s",
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
            "zombie_commits_accepted", "processed_after_loss", "offsets_moved_backwards", "commits_fenced",
-           "first_message_ms", "partitions_moved", "partitions_spread"]
+           "first_message_ms", "partitions_moved", "partitions_spread", "members_revoking", "partitions_revoked",
+           "generations"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
           "client_requests"]
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",

@@ -16,15 +16,30 @@ the group has converged on that membership.
 | `cut`    | blackhole the victim's `Family.victim_link`: to ZooKeeper, to its | - c1          |
 |          | coordinator, or to every broker (RocketMQ, TubeMQ)                |               |
 | `heal`   | let that link pass again                                          | + c1          |
+| `restart`| the next of the group's own consumers, c<k> at the k-th restart,  | the same      |
+|          | stops gracefully, and `restart_down_s` later starts again under   |               |
+|          | the same name and config (a static member: the same instance id)  |               |
 
 `membership_change`: the step changes who is in the group and nothing else
 (no session or link is harmed), so the cross-check with the servers judges it
 (`metrics.cross_check`). `holds`: after the group converged without the victim,
 the scenario waits `hold_s` more, so the survivors process (and commit) what
-the victim had. `needs_victim`: the step acts on `c1` in a process of its own
-(`layout="spread"`). `params`: the knobs a step takes from its trial
+the victim had; `then_waits`: after that, the scenario waits that parameter's
+seconds before the next step (`restart_gap_s`). `needs_victim`: the step acts on `c1` in a process of its own
+(`layout="spread"`); `own_processes`: it acts on the group's own consumers
+`c1..cN`, each in a process of its own (`layout="spread"` too). `params`: the knobs a step takes from its trial
 (`TrialSpec.params`), with their defaults. A new step is one entry in `STEPS`
 (`tests/test_steps.py` plans them against a recording stage).
+
+A rolling restart (the storm experiment) is `restart` N times: an operator's
+deploy stops each instance and starts it again, one after the other. The
+runner waits for the group to converge after each restart, then `settle_s`,
+then the step's `restart_gap_s`, before the next: the gap between two restarts
+is therefore convergence + settle + `restart_gap_s`, as a careful deploy waits
+for each instance to be ready (consuming) before it takes down the next, not a
+fixed period. A restart is a leave and a join of the same member: it changes
+membership and harms no session or link, so the cross-check with the servers
+judges it (`membership_change`).
 """
 
 from __future__ import annotations
@@ -46,12 +61,14 @@ class Stage(Protocol):
 
     joins: int  # joiners started so far: the next is j<joins + 1>
     joined: list[str]  # joiners still running, oldest first
+    restarts: int  # restarts done so far: the next restarts c<restarts + 1>
 
     def has_victim(self) -> bool: ...
     def join(self) -> str: ...
     def leave(self, name: str) -> None: ...
     def depart(self, name: str) -> None: ...
     def churn(self) -> None: ...
+    def restart(self, name: str) -> None: ...  # stop it, wait restart_down_s, start it again as it was
     def fault(self, step: str) -> Callable[[], object]: ...  # pause, resume, cut or heal the victim
 
 
@@ -70,6 +87,8 @@ class Step:
     membership_change: bool = False
     holds: bool = False
     needs_victim: bool = False
+    own_processes: bool = False
+    then_waits: str = ""  # a parameter: seconds the runner waits after convergence and settle_s, before the next
     params: dict[str, float] = field(default_factory=dict)  # {name: default}
 
 
@@ -111,6 +130,14 @@ def _victim_back(step: str) -> Callable[[Stage, list[str]], Plan]:
     return plan
 
 
+def _restart(stage: Stage, members: list[str]) -> Plan:
+    name = f"c{stage.restarts + 1}"
+    if name not in members:
+        raise StepImpossible(f"restart {stage.restarts + 1} would restart {name}, which is not a member "
+                             f"({', '.join(members)}): a rolling restart restarts each of c1..cN once")
+    return Plan(list(members), name, lambda: stage.restart(name))
+
+
 def _need_victim(stage: Stage, step: str) -> None:
     if not stage.has_victim():
         raise StepImpossible(f"the step {step} needs the victim {VICTIM} in a process of its own")
@@ -131,6 +158,11 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("cut", "blackhole the victim's link to ZooKeeper or to its coordinator", _victim_away("cut"), holds=True,
          needs_victim=True, params={"hold_s": 0.0}),
     Step("heal", "let the victim's link pass again", _victim_back("heal"), needs_victim=True),
+    # restart_down_s: the deploy's time between stopping an instance and starting it; restart_gap_s: what it waits
+    # after the group converged (and settle_s) before the next step
+    Step("restart", "the next of c1..cN stops gracefully and starts again as it was, restart_down_s later",
+         _restart, membership_change=True, own_processes=True, then_waits="restart_gap_s",
+         params={"restart_down_s": 1.0, "restart_gap_s": 2.0}),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link
@@ -140,3 +172,5 @@ FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if 
 
 #: the steps that need the victim in a process of its own
 VICTIM_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.needs_victim)
+#: the steps that need every consumer of the group in a process of its own (`layout="spread"`)
+SPREAD_STEPS: frozenset[str] = VICTIM_STEPS | {name for name, step in STEPS.items() if step.own_processes}

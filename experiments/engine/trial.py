@@ -26,9 +26,10 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
    records the `change`, does it, waits until the group has converged on its
    new membership or the limit has passed, waits `settle_s`, and records the
    server counters again. The steps (`join`, `leave`, `churn`, `pause`,
-   `resume`, `cut`, `heal`) and the membership each leads to are registered
+   `resume`, `cut`, `heal`, `restart`) and the membership each leads to are registered
    in `steps.py`; after `pause` and `cut` the scenario holds (parameter) `hold_s` beyond
-   convergence, so that the survivors process (and commit) what the victim had;
+   convergence, so that the survivors process (and commit) what the victim had; after a
+   `restart` it waits `restart_gap_s` more before the next step (a rolling restart's gap);
 4. records `end` and stops everything (consumers first, then the producer,
    brokers, fault proxies and ZooKeeper), on success, failure and Ctrl-C alike.
 
@@ -65,7 +66,7 @@ from kazoo.client import KazooClient
 
 from experiments.engine.families import BROKER_PLUGINS, FAMILIES
 from experiments.engine.group_watch import GroupWatch
-from experiments.engine.steps import STEPS, VICTIM, VICTIM_STEPS, StepImpossible
+from experiments.engine.steps import SPREAD_STEPS, STEPS, VICTIM, VICTIM_STEPS, StepImpossible
 from lab_cluster import fourlw
 from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
 from lab_cluster.consumer_host import actor_names
@@ -146,6 +147,10 @@ class TrialSpec:
         if self.layout == "shared" and VICTIM_STEPS & set(self.steps):
             raise LabError(f"The step(s) {', '.join(sorted(VICTIM_STEPS & set(self.steps)))} act on the victim "
                            f"{VICTIM}, which needs a process of its own.", 'Use layout="spread".')
+        if self.layout == "shared" and SPREAD_STEPS & set(self.steps):
+            raise LabError(f"The step(s) {', '.join(sorted(SPREAD_STEPS & set(self.steps)))} act on the group's "
+                           "own consumers one at a time, each of which needs a process of its own.",
+                           'Use layout="spread".')
         for entry in self.member_overrides:
             actor, _, setting = entry.partition(":")
             if not actor or "=" not in setting:
@@ -250,6 +255,8 @@ class _Scenario:
         self.members: dict[str, LabProcess] = {}  # the processes of consumers started one by one
         self.joined: list[str] = []  # joiners still running, oldest first
         self.joins = 0  # joiners started so far: the next is j<joins + 1>
+        self.restarts = 0  # restarts done so far: the next restarts c<restarts + 1>
+        self.slots: dict[str, int] = {}  # each consumer's start order: its ZooKeeper server, through restarts
         self.started = 0  # consumers started so far: the k-th is pinned to ZooKeeper server k mod S
         self.victim_link: Link | None = None
         self.lagging_broker: Link | None = None  # every consumer's link to the last broker (`broker_delay_ms`)
@@ -379,8 +386,8 @@ class _Scenario:
         if FAMILIES[self.spec.design].address == "zk":
             if name == VICTIM and self.victim_link is not None:
                 address = self.victim_link.connect
-            elif self.spec.layout == "spread":
-                address = self._server(self.started)
+            elif self.spec.layout == "spread":  # a restarted consumer goes back to its server, as to its host
+                address = self._server(self.slots.setdefault(name, self.started))
         elif name == VICTIM and self.victim_link is not None:
             family = FAMILIES[self.spec.design]
             extra[family.via_config] = self.victim_link.connect if family.victim_link == "coordinator" \
@@ -421,6 +428,16 @@ class _Scenario:
         self.trace.record("membership", action="depart", member=name)
         self._stop_member(name)
 
+    def restart(self, name: str) -> None:
+        """Stop `name` gracefully (its family's close), wait `restart_down_s`, start it again under the same name
+        and config: a new process, appending to the same trace (`trace_open` marks its second life)."""
+        self.restarts += 1
+        self.trace.record("membership", action="stop", member=name)
+        self._stop_member(name)
+        time.sleep(self.spec.param("restart_down_s"))
+        self.trace.record("membership", action="start", member=name)
+        self._start_member(name)
+
     def _step(self, index: int, step: str, members: list[str]) -> list[str]:
         spec = self.spec
         self._server_counters(index, "before")
@@ -436,6 +453,8 @@ class _Scenario:
             time.sleep(spec.param("hold_s"))
         time.sleep(spec.settle_s)
         self._server_counters(index, "after")
+        if STEPS[step].then_waits:
+            time.sleep(spec.param(STEPS[step].then_waits))
         return plan.after
 
     # -- the Stage a step plans against (`steps.py`) ---------------------------------------------------

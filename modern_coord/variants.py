@@ -1,0 +1,61 @@
+"""The coordinator era's later designs as families of their own: the same client, other defaults (DESIGN.md §3a).
+
+Kafka did not replace its classic protocol to get static membership (KIP-345,
+Kafka 2.3) or cooperative rebalancing (KIP-429, Kafka 2.4): both are settings
+of the same consumer talking to the same coordinator. So each variant here is
+`modern_coord.FAMILY` with its own name, label and colour, and a `configure`
+that puts the variant's settings *before* the given properties (a trial's
+overrides still win, as a user's own config would):
+
+- `modern-static` adds `group.instance.id` = the actor's name (`c3`): a member
+  restarted within `session.timeout.ms` comes back under the same id, with no
+  rebalance, and nobody else revokes anything (`coordinator/`: the static
+  member's id is replaced, the generation kept);
+- `modern-coop` adds `partition.assignment.strategy=cooperative-sticky`: members
+  keep what they own through a rebalance and give up only what moves, handed
+  out in one more round (`consumer.py`);
+- `modern-static-coop` adds both.
+
+A static member sends no LeaveGroup when it stops (Kafka's `close()` for a
+static member), so a restart changes nothing the others hear of: they report
+no new state line, and the trial runner waits for the group's fixpoint instead
+of a line from every member (`every_member_rebalances=False`,
+`experiments/engine/group_watch.py`): every partition held once, loads even,
+one generation. The consumer host loads a variant by `module:ATTRIBUTE`
+(`Family.package`, `lab_cluster.consumer_host.load_family`).
+
+    >>> props = {"group.id": "g", "bootstrap.servers": "h:1"}
+    >>> STATIC.configure(props, "c3").group_instance_id
+    'c3'
+    >>> STATIC.configure({**props, "group.instance.id": "web-1"}, "c3").group_instance_id  # the user's wins
+    'web-1'
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import FAMILY
+
+#: the settings each variant adds (`{actor}`: the member's actor name, so each member has its own instance id)
+STATIC_PROPS = {"group.instance.id": "{actor}"}
+COOP_PROPS = {"partition.assignment.strategy": "cooperative-sticky"}
+
+
+def _with_defaults(defaults: dict[str, str]):
+    """A `configure` that gives the variant's `defaults` (with `{actor}` filled in) unless the props set them."""
+    def configure(props: dict[str, str], actor: str):
+        return FAMILY.configure({**{k: v.format(actor=actor) for k, v in defaults.items()}, **props}, actor)
+    return configure
+
+
+STATIC = replace(FAMILY, name="modern-static", label="coordinator era, static membership (KIP-345)",
+                 colour="tab:cyan", package="modern_coord.variants:STATIC", configure=_with_defaults(STATIC_PROPS),
+                 every_member_rebalances=False)
+COOP = replace(FAMILY, name="modern-coop", label="coordinator era, cooperative (KIP-429)", colour="tab:orange",
+               package="modern_coord.variants:COOP", configure=_with_defaults(COOP_PROPS))
+STATIC_COOP = replace(FAMILY, name="modern-static-coop", label="coordinator era, static + cooperative",
+                      colour="tab:olive", package="modern_coord.variants:STATIC_COOP",
+                      configure=_with_defaults({**STATIC_PROPS, **COOP_PROPS}), every_member_rebalances=False)
+
+VARIANTS = (STATIC, COOP, STATIC_COOP)
