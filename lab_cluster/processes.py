@@ -199,12 +199,20 @@ def honour_ctrl_c() -> None:
 
 
 def serve_until_terminated(ready_info: dict) -> None:
-    """Child side: announce READY, then wait; SIGTERM/SIGINT end the wait with SystemExit."""
+    """Child side: announce READY, then wait; SIGTERM/SIGINT end the wait with SystemExit.
+
+    The wait wakes twice a second. Python runs a signal's handler in the main thread only, and the kernel may
+    deliver a process-directed SIGTERM to any other thread (a consumer's, a kazoo's): a main thread blocked in
+    a lock wait with no timeout is then never woken to run the handler, and the process ignores SIGTERM
+    until it is killed (seen once: a ZooKeeper-era consumer that kept consuming for the 30 s its stop allows).
+    """
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     honour_ctrl_c()
     emit_line("READY " + json.dumps(ready_info))
+    forever = threading.Event()
     try:
-        threading.Event().wait()
+        while not forever.wait(0.5):
+            pass
     except KeyboardInterrupt:
         pass
 
