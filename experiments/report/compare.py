@@ -23,6 +23,14 @@ MECHANISM = {
     "tubemq": "no membership: each node takes its hash share of a fixed sourceCount; nobody is told or takes "
               "over; the master refuses conflicting nodes and the broker serves and commits for the holder only "
               "(`tubemq_client/`)",
+    "modern-static": "a static member's close sends no LeaveGroup and its return within the session timeout takes "
+                     "its old place, generation and partitions: nobody else rebalances "
+                     "(`modern_coord/coordinator/coordinator.py`, KIP-345)",
+    "modern-coop": "members keep what they own through a rebalance; the leader withholds what changes owner, "
+                   "revoked and handed out in one more round (`lab_cluster/assignment/cooperative_sticky.py`, "
+                   "KIP-429)",
+    "modern-static-coop": "both: a restart within the session timeout is no rebalance at all; any other change is "
+                          "cooperative (`modern_coord/variants.py`)",
     "tubemq-server": "the master plans at its balance tick and hands each consumer one event per heartbeat, every "
                      "release before any take; the broker fences as in client balance "
                      "(`tubemq_client/master/balancer.py`)",
@@ -44,14 +52,18 @@ def designs_compared(summary: pd.DataFrame) -> str:
         rows.append((label, _mean(h, "control_messages_per_change"), _mean(h, "convergence_ms"),
                      _mean(sb, "unowned_partition_s"), _mean(sb, "double_processed_partition_s"),
                      _sum(z, "duplicates"), _sum(z, "zombie_commits_accepted"), _sum(z, "commits_fenced"),
-                     fm.median_ms.median() if not fm.empty else None, MECHANISM.get(design, "")))
+                     fm.median_ms.median() if not fm.empty else None,
+                     *(_storm_total(ok, design, c) for c in ("generations", "partitions_revoked",
+                                                             "unowned_partition_s")),
+                     MECHANISM.get(design, "")))
     if not rows:
         return ""
     header = ["design", f"control messages per join (herd, N={largest if largest else '–'})", "convergence ms (same)",
               "unowned partition-s (split brain: largest lag, or TubeMQ's misconfigured node)",
               "double-processed partition-s (same)",
               "duplicates (zombie, both faults)", "zombie commits accepted (same)", "commits fenced (same)",
-              "first message ms (median)", "mechanism"]
+              "first message ms (median)", "rebalance rounds (storm: a rolling restart)",
+              "partitions the others revoked (same)", "unowned partition-s (same)", "mechanism"]
     return f"""## The designs compared
 
 One row per design; each figure comes from the experiment named in its
@@ -59,7 +71,9 @@ column (the sections above give every trial), so the workloads are those
 experiments': the herd's join at the largest N every design ran, the split
 brain's churn at the largest lag (a ZooKeeper follower's, or RocketMQ's
 broker's; TubeMQ, which has no view to lag, its misconfigured newcomers), the
-zombie's two faults summed, and the first-message trials' median. TubeMQ's
+zombie's two faults summed, the first-message trials' median, and the storm's
+rolling restart summed over its restarts (the coordinator era's static and
+cooperative variants run there only). TubeMQ's
 join is refused: its row's join costs what its nodes send anyway, and
 converges never.
 
@@ -83,6 +97,14 @@ def _split_at_largest_lag(ok: pd.DataFrame, design: str) -> pd.DataFrame:
     if rows.empty or lag not in rows:
         return rows.iloc[0:0]
     return rows[rows[lag] == rows[lag].max()]
+
+
+def _storm_total(ok: pd.DataFrame, design: str, column: str):
+    """A storm metric summed over one trial's restarts, averaged over the design's storm trials."""
+    rows = ok[(ok.experiment == "storm") & (ok.design == design)]
+    if rows.empty or column not in rows:
+        return None
+    return rows.groupby("trial")[column].sum().mean()
 
 
 def _mean(rows: pd.DataFrame, column: str):
