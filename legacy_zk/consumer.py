@@ -135,6 +135,7 @@ class LegacyConsumer:
         self._checkpointed: dict[Key, int] = {}     # checkpointedZkOffsets: the last offset written per partition
         self._triggered = threading.Event()         # isWatcherTriggered
         self._shutting_down = threading.Event()     # isShuttingDown
+        self._closing = False  # its own session is being closed (`stop`): the LOST that follows is no expiry
         self._give_up = threading.Event()           # stop(): requests waiting for a connection give up
         self._suspended = False
         self._expired = False
@@ -191,6 +192,7 @@ class LegacyConsumer:
             self._give_up.set()
             for path in self.watches.unheard_on_close([znodes.ids_path(self.config.group_id)]):
                 self.trace.record("zk_watch_unheard", path=path, member=self.consumer_id)
+            self._closing = True
             self.kazoo.stop()
             self.kazoo.close()
             self.events.stop()
@@ -229,7 +231,8 @@ class LegacyConsumer:
             self._suspended = True  # 0.8: nothing; the fetchers go on
         elif state == KazooState.LOST:
             self._expired = True
-            self.trace.record("session_expired", member=self.consumer_id)
+            if not self._closing:  # kazoo reports its own close as LOST; 0.8's ZkClient.close() expires nothing
+                self.trace.record("session_expired", member=self.consumer_id)
         elif state == KazooState.CONNECTED:
             if self._expired:
                 self._expired = self._suspended = False

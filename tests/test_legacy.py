@@ -143,6 +143,9 @@ def test_a_graceful_handover_loses_and_duplicates_nothing(group):
     expected = [(p, o) for p, items in produced.items() for o, _ in items]
     assert sorted(processed) == sorted(expected)  # each produced message processed exactly once
     assert c2.state is ConsumerState.CONSUMING
+    # a graceful stop closes the session: kazoo reports LOST for it, but nothing expired (0.8's ZkClient.close())
+    assert group.events(0, "consumer_stop") and not group.events(0, "session_expired")
+    assert any(_fields(e)["zk_state"] == "LOST" for e in group.events(0, "zk_session"))
 
 
 def test_an_owner_conflict_backs_off_and_succeeds_once_released(group, zk):
