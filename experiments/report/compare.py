@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.catalogue import first_message, split_brain, zombie
+from experiments.catalogue import first_message, split_brain, storm, zombie
 from experiments.report.parts import STYLE, table
 
 #: what makes each design's figures what they are, and where to read it
@@ -49,12 +49,12 @@ def designs_compared(summary: pd.DataFrame) -> str:
         sb = _split_at_largest_lag(ok, design)
         z = zombie.per_trial(ok[ok.design == design]) if (ok.experiment == "zombie").any() else pd.DataFrame()
         fm = first_message.per_design(ok[ok.design == design])
+        st = storm.per_trial(ok[ok.design == design]) if (ok.experiment == "storm").any() else pd.DataFrame()
         rows.append((label, _mean(h, "control_messages_per_change"), _mean(h, "convergence_ms"),
                      _mean(sb, "unowned_partition_s"), _mean(sb, "double_processed_partition_s"),
                      _sum(z, "duplicates"), _sum(z, "zombie_commits_accepted"), _sum(z, "commits_fenced"),
                      fm.median_ms.median() if not fm.empty else None,
-                     *(_storm_total(ok, design, c) for c in ("generations", "partitions_revoked",
-                                                             "unowned_partition_s")),
+                     *(_mean(st, c) for c in ("generations", "partitions_revoked", "unowned_partition_s")),
                      MECHANISM.get(design, "")))
     if not rows:
         return ""
@@ -97,14 +97,6 @@ def _split_at_largest_lag(ok: pd.DataFrame, design: str) -> pd.DataFrame:
     if rows.empty or lag not in rows:
         return rows.iloc[0:0]
     return rows[rows[lag] == rows[lag].max()]
-
-
-def _storm_total(ok: pd.DataFrame, design: str, column: str):
-    """A storm metric summed over one trial's restarts, averaged over the design's storm trials."""
-    rows = ok[(ok.experiment == "storm") & (ok.design == design)]
-    if rows.empty or column not in rows:
-        return None
-    return rows.groupby("trial")[column].sum().mean()
 
 
 def _mean(rows: pd.DataFrame, column: str):
