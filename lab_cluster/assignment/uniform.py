@@ -21,7 +21,8 @@ hold one more, so a member at the higher count may lose one to make room for
 another's: a member that stays gives up at most ``held - P // M``
 partitions, where a minimal move would give up ``held - ceil(P / M)``.
 
-**Heterogeneous** (`UniformHeterogeneousAssignmentBuilder`, formerly
+**Heterogeneous** (`UniformHeterogeneousAssignmentBuilder` as KAFKA-17710
+rewrote it for Kafka 4.0; 3.7 and 3.8 had a different, rack-aware algorithm,
 `GeneralUniformAssignmentBuilder`), subscriptions differing: keep every
 assigned partition still subscribed, deal the unassigned ones topic by topic
 to the least loaded subscribers, then move partitions from the most to the
