@@ -131,6 +131,29 @@ def test_a_malformed_heartbeat_is_refused_with_invalid_request(request_fields, e
     assert G not in h.coord.consumer.groups
 
 
+def test_an_empty_group_id_is_an_invalid_request():
+    r = Harness().coord.consumer.heartbeat({"group_id": "", "member_id": "", "member_epoch": 0})
+    assert r["error"] == "INVALID_REQUEST" and r["message"] == "GroupId can't be empty." and r["member_epoch"] == 0
+
+
+def test_a_full_heartbeat_gets_the_assignment_even_when_it_did_not_change():
+    h = Harness()
+    a = Client(h)
+    a.join()
+    assert h.hb(a.member_id, 1, owned=ALL)["assignment"] is None
+    full = h.hb(a.member_id, 1, owned=ALL, topics=[T], rebalance=REBALANCE)
+    assert _assigned(full) == ALL
+
+
+def test_a_full_group_refuses_a_new_member_but_not_its_members():
+    h = Harness(group_consumer_max_size=1)
+    a = Client(h)
+    a.join()
+    r = h.hb()
+    assert r["error"] == "GROUP_MAX_SIZE_REACHED" and len(h.group.members) == 1
+    assert h.hb(a.member_id, 1, owned=ALL)["error"] == "NONE"
+
+
 def test_an_unknown_server_assignor_is_refused():
     r = Harness().hb(assignor="sticky")
     assert r["error"] == "UNSUPPORTED_ASSIGNOR" and "uniform, range" in r["message"]
@@ -249,10 +272,15 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced():
     a.join(), b.join()
     h.hb(a.member_id, 1, owned=ALL)  # told to revoke; it never acknowledges
     assert h.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
-    for _ in range(REBALANCE // INTERVAL):
-        h.hb(a.member_id, 1, owned=ALL)  # it keeps heartbeating, owning everything: the session is alive
+    waited = 0
+    while waited < REBALANCE - 1:  # it keeps heartbeating, owning everything: its session stays alive
+        step = min(INTERVAL, REBALANCE - 1 - waited)
+        h.advance(step)
+        waited += step
+        h.hb(a.member_id, 1, owned=ALL)
         b.beat()
-        h.advance(INTERVAL)
+    assert a.member_id in h.group.members  # REBALANCE (20 s) is longer than the session (10 s): not the session
+    h.advance(1)
     assert a.member_id not in h.group.members
     assert b.beat()["member_epoch"] == 3 and b.owned == ALL
     assert h.hb(a.member_id, 1, owned=ALL)["error"] == "UNKNOWN_MEMBER_ID"
@@ -268,10 +296,18 @@ def test_a_static_member_that_left_with_minus_two_comes_back_with_its_partitions
     assert r["error"] == "NONE" and r["member_epoch"] == -2
     assert h.member(a.member_id).member_epoch == -2 and h.member(a.member_id).assigned == owned
     b.beat()
-    assert b.owned == ALL - owned  # nobody is given a's partitions meanwhile
+    assert b.owned == ALL - owned
+    c = Client(h)  # a newcomer: the group epoch moves, yet a's partitions (held at epoch -2) go to nobody
+    c.join()
+    for _ in range(2):
+        b.beat(), c.beat()
+    assert not (c.owned | b.owned) & owned
+    epoch = h.group.group_epoch
     back = Client(h, instance="i-a")
     r = back.join()
-    assert r["member_id"] != a.member_id and back.owned == owned and h.group.group_epoch == epoch
+    # no rebalance: it gets at once what its instance is still targeted (the newcomer may have been given some)
+    assert r["member_id"] != a.member_id and h.group.group_epoch == epoch
+    assert back.owned and back.owned <= owned and back.owned == h.group.target[back.member_id]
     assert a.member_id not in h.group.members
     # the old process is fenced by instance id
     assert h.hb(a.member_id, a.epoch, owned=owned, instance="i-a")["error"] == "FENCED_INSTANCE_ID"
@@ -318,7 +354,19 @@ def test_an_empty_consumer_group_takes_an_admin_commit():
 
 
 # -- one group id, one kind ---------------------------------------------------------------------------
+def test_a_classic_join_to_an_empty_consumer_group_turns_it_into_a_classic_group():
+    h = Harness()
+    a = Client(h)
+    a.join()
+    h.hb(a.member_id, -1)
+    box = []
+    h.coord.join_group({"group_id": G, "member_id": "", "session_timeout_ms": 10_000, "protocol_type": "consumer",
+                        "protocols": [{"name": "range", "metadata": {"topics": [T]}}]}, box.append)
+    assert box[0]["error"] == "MEMBER_ID_REQUIRED" and G not in h.coord.consumer.groups and G in h.coord.groups
+
+
 def test_a_classic_join_to_a_consumer_group_and_a_heartbeat_to_a_live_classic_group_are_refused():
+    """A stated departure: Kafka 4.0 would migrate the group between the two kinds (online migration)."""
     h = Harness()
     Client(h).join()
     box = []
@@ -344,8 +392,33 @@ def test_a_new_coordinator_reloads_the_group_and_its_members_go_on_with_their_ep
     a.h = b.h = successor
     a.beat()  # the revocation is acknowledged to the new coordinator
     assert a.epoch == 2 and b.beat()["member_epoch"] == 2 and a.owned | b.owned == ALL and not (a.owned & b.owned)
-    successor.advance(SESSION)  # sessions were restarted on load, and expire without heartbeats
+
+
+def test_a_reloaded_group_restarts_every_session_and_revocation_deadline():
+    h = Harness()
+    a, b = Client(h), Client(h)
+    a.join(), b.join()
+    h.hb(a.member_id, 1, owned=ALL)  # a must revoke; nobody heartbeats after the failover
+    successor = Harness(store=h.store)
+    successor.advance(SESSION - 1)
+    assert set(successor.group.members) == {a.member_id, b.member_id}
+    successor.advance(1)
     assert not successor.group.members
+
+
+def test_a_reloaded_member_that_must_revoke_is_fenced_at_its_rebalance_timeout():
+    h = Harness()
+    a = Client(h)
+    r = h.hb(epoch=0, rebalance=SESSION // 2)
+    a.member_id, a.epoch, a.owned = r["member_id"], r["member_epoch"], _assigned(r)
+    Client(h).join()
+    h.hb(a.member_id, a.epoch, owned=ALL)
+    assert h.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
+    successor = Harness(store=h.store)
+    successor.advance(SESSION // 2 - 1)
+    assert a.member_id in successor.group.members
+    successor.advance(1)
+    assert a.member_id not in successor.group.members and len(successor.group.members) == 1
 
 
 def test_a_consumer_session_timeout_outside_its_bounds_is_a_config_error():

@@ -169,6 +169,11 @@ class ConsumerGroup:
             return GroupState.RECONCILING
         return GroupState.STABLE
 
+    def copy(self) -> ConsumerGroup:
+        """A copy to change (members are values; only the maps are copied)."""
+        return replace(self, members=dict(self.members), target=dict(self.target),
+                       subscription_metadata=dict(self.subscription_metadata))
+
     def static_member(self, instance_id: str | None) -> Member | None:
         if instance_id is None:
             return None

@@ -54,7 +54,11 @@ Departures, stated: subscription metadata is recomputed on every heartbeat
 `assignment` in the answer names topics, not topic ids; no regex
 subscription; a classic member cannot join a consumer group (Kafka 4.0's
 online migration converts between the two); JoinGroup for a consumer group's
-id is answered INCONSISTENT_GROUP_PROTOCOL.
+id is answered INCONSISTENT_GROUP_PROTOCOL while the group has members (an
+empty one is deleted and the id becomes a classic group, as in Kafka); a
+topic deleted and created again with the same partition count does not bump
+the group epoch (Kafka sees a new topic id); DescribeGroups describes a
+consumer group (`describe`).
 """
 
 from __future__ import annotations
@@ -94,8 +98,10 @@ def _rows(parts: Partitions) -> list[dict]:
     return [{"topic": t, "partitions": ps} for t, ps in topics.items()]
 
 
-def _error(code: ErrorCode, message: str = "", **fields) -> dict:
-    out = {"error_code": int(code), "error": code.name, **fields}
+def _error(code: ErrorCode, message: str = "") -> dict:
+    """An error answer with Kafka's defaults for the other fields (member id null, epoch 0, no assignment)."""
+    out = {"error_code": int(code), "error": code.name, "member_id": None, "member_epoch": 0,
+           "heartbeat_interval_ms": 0, "assignment": None}
     if message:
         out["message"] = message
     return out
@@ -111,7 +117,10 @@ class ConsumerGroupHeartbeats:
     # -- the API --------------------------------------------------------------------------
     def heartbeat(self, request: dict) -> dict:
         with self.c.lock:
-            err = self.c.owner_error(request.get("group_id"))
+            group_id = request.get("group_id")
+            if not isinstance(group_id, str) or not group_id:  # Kafka validates the request before routing it
+                return _error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+            err = self.c.owner_error(group_id)
             if err is not None:
                 return _error(err)
             try:
@@ -126,7 +135,8 @@ class ConsumerGroupHeartbeats:
             return self._leave(req)
         group_id, instance_id, owned = req["group_id"], req["instance_id"], req["owned"]
         joining = epoch == JOIN_GROUP_MEMBER_EPOCH
-        group = self._group(group_id, create=joining)
+        # a copy: a heartbeat that fails half-way changes nothing (Kafka discards a failed request's records)
+        group = self._group(group_id, create=joining).copy()
         member_id = req["member_id"] or str(uuid.uuid4())
         if len(group.members) >= self.c.config.group_consumer_max_size and member_id not in group.members:
             raise WireError(ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -163,6 +173,7 @@ class ConsumerGroupHeartbeats:
             updated = reconciled
 
         self.groups[group_id] = group
+        self.c.groups.pop(group_id, None)  # an empty classic group of that id goes (maybeDeleteEmptyClassicGroup)
         self._session_deadline(group, member_id)
         if changed:
             self._store(group)
@@ -241,8 +252,6 @@ class ConsumerGroupHeartbeats:
             raise WireError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
         if not create:
             raise WireError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        if classic is not None:
-            self.c.groups.pop(group_id)  # Kafka's maybeDeleteEmptyClassicGroup
         return ConsumerGroup(group_id)
 
     def _member(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str | None,
@@ -259,10 +268,8 @@ class ConsumerGroupHeartbeats:
             return member, None
         existing = group.static_member(instance_id)
         if joining:
-            if existing is None:
-                member = group.members.get(member_id) or Member(member_id, instance_id=instance_id)
-                self._check_epoch(member, epoch, owned)
-                return member, None
+            if existing is None:  # a new instance: Kafka checks no epoch here
+                return group.members.get(member_id) or Member(member_id, instance_id=instance_id), None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise WireError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                 f"Static member {member_id} with instance id {instance_id} cannot join the group "
@@ -443,6 +450,9 @@ class ConsumerGroupHeartbeats:
             self.c.timers.cancel(("revocation", group_id, member_id))
 
     def describe(self, group_id: str) -> dict | None:
+        """The lab's DescribeGroups for a consumer group: what Kafka's ConsumerGroupDescribe (API 69) tells
+        (state, group epoch, members and their epochs). Kafka's DescribeGroups describes only classic groups
+        and says Dead for a consumer group: a stated departure, so that one tool describes both kinds."""
         group = self.groups.get(group_id)
         if group is None:
             return None

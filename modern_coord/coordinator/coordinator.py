@@ -183,6 +183,10 @@ class CoordinatorConfig:
         if c.group_consumer_heartbeat_interval_ms >= c.group_consumer_session_timeout_ms:
             raise ValueError("group.consumer.heartbeat.interval.ms must be lower than "
                              "group.consumer.session.timeout.ms")
+        small = [name for name, value in vars(self).items() if name.startswith("group_consumer_")
+                 and isinstance(value, int) and value < 1]
+        if small:
+            raise ValueError(f"{', '.join(small)} must be at least 1")
         unknown = [a for a in self.assignor_names if a not in SERVER_ASSIGNORS]
         if unknown or not self.assignor_names:
             raise ValueError(f"group.consumer.assignors={c.group_consumer_assignors!r}: the lab has "
@@ -375,6 +379,8 @@ class GroupCoordinator:
                     f"session.timeout.ms={join.session_timeout_ms} is outside "
                     f"[{self.config.group_min_session_timeout_ms}, {self.config.group_max_session_timeout_ms}] "
                     f"(group.min/max.session.timeout.ms)"))
+            if join.group_id in self.consumer.groups and not self.consumer.groups[join.group_id].members:
+                self.consumer.unload(join.group_id)  # Kafka's maybeDeleteEmptyConsumerGroup
             if join.group_id in self.consumer.groups:
                 return respond(self._join_error(
                     ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id,
