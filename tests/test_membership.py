@@ -11,9 +11,9 @@ from modern_coord.membership import (
     LEAVE_STATIC_EPOCH,
     VALID_PREVIOUS,
     Action,
-    MemberState,
     Membership,
     MembershipListener,
+    MemberState,
     heartbeat_error_action,
 )
 
