@@ -50,6 +50,9 @@ class Family:
     stops_by: str  # what a graceful stop does, as the CLI tells the user
     #: "module:function" every broker loads for this family (its coordinator), or None
     broker_plugin: str | None = None
+    #: broker settings a trial of this family starts its brokers with (`--config key=value`), beyond their own
+    #: defaults: the KIP-848 design's coordinator timings (`modern_coord/variants.py`)
+    broker_config: dict[str, str] = field(default_factory=dict)
     #: (brokers, group) -> (host, port) of the group's coordinator, for a `victim_link` "coordinator";
     #: raises TimeoutError if none answers
     find_coordinator: Callable[[list[tuple[str, int]], str], tuple[str, int]] | None = None

@@ -6,6 +6,8 @@ computes the assignment: DESIGN.md §3.
 - `coordinator/`: the group coordinator (`group.py` states, `coordinator.py`
   the state machine, `scheduler.py` its timers, `service.py` the broker plug-in);
 - `consumer.py`, `member.py`, `heartbeat.py`, `fetcher.py`, `config.py`: the client;
+- `kip848_consumer.py`, `membership.py`: the client of KIP-848's consumer protocol
+  (`group.protocol=consumer`), which the family builds instead when a member's config says so;
 - its assignors (range, round-robin, sticky) are shared: `lab_cluster/assignment/`.
 """
 
@@ -13,15 +15,22 @@ from lab_cluster.family import Family
 
 from .config import ConsumerConfig
 from .consumer import ModernConsumer
+from .kip848_consumer import Kip848Consumer
 from .lookup import wait_for_coordinator
+
+
+def build_consumer(config: ConsumerConfig, topics, trace, actor, on_change):
+    """The consumer `config.group_protocol` asks for: classic (`ModernConsumer`) or KIP-848's (`Kip848Consumer`)."""
+    consumer_class = Kip848Consumer if config.uses_consumer_protocol else ModernConsumer
+    return consumer_class(config, topics, trace, name=actor, on_change=on_change)
+
 
 FAMILY = Family(
     "modern", "coordinator era (modern_coord)", "tab:blue", package="modern_coord",
     address="bootstrap", address_config="bootstrap.servers",
     # each member's client.id (its member id's prefix) is its actor name unless set
     configure=lambda props, actor: ConsumerConfig.from_dict({"client.id": actor, **props}),
-    build=lambda config, topics, trace, actor, on_change: ModernConsumer(config, topics, trace, name=actor,
-                                                                         on_change=on_change),
+    build=build_consumer,
     computes="leader", settled_state="stable", victim_link="coordinator",
     stops_by="committed, revoked and left the group (the Java client's close); a static member "
              "(group.instance.id) sends no LeaveGroup: the coordinator keeps it until its session times out",

@@ -17,6 +17,8 @@
 | `request.timeout.ms` | 30000 | how long to wait for an answer (JoinGroup: rebalance timeout + 5 s, as Kafka) |
 | `fetch.max.wait.ms` | 500 | how long one Fetch may wait for data |
 | `max.poll.records` | 500 | records per Fetch request |
+| `group.protocol` | classic | `classic` (JoinGroup, `consumer.py`) or `consumer` (KIP-848, `kip848_consumer.py`) |
+| `group.remote.assignor` | (none) | `consumer` only: the server-side assignor to ask for (`uniform`, `range`) |
 | `lab.processing.ms` | 0 | lab only: time the application spends on each record |
 | `lab.coordinator.via` | (none) | lab only, not Kafka: reach the coordinator through this `host:port` (a fault proxy) |
 
@@ -34,6 +36,20 @@ first preference of every member. The lab's default is `range` alone (Kafka
 2.x's), which behaves the same and keeps older runs' JoinGroups comparable.
 The Java client refuses a heartbeat interval not lower than the session
 timeout; so does the lab.
+
+Under `group.protocol=consumer` (KIP-848) the coordinator owns the session
+and the heartbeat: it times a member out after its own
+`group.consumer.session.timeout.ms` and tells each member how often to
+heartbeat (`group.consumer.heartbeat.interval.ms`), and it runs the assignor.
+So `session.timeout.ms`, `heartbeat.interval.ms` and
+`partition.assignment.strategy` are *ignored* there, as the Kafka snapshot the
+lab follows (`AsyncKafkaConsumer`, Oct 2024) ignores them: it never reads them
+and only logs them as unused. (Kafka 4.0.0 as released went further and
+refuses them when set explicitly with `group.protocol=consumer`; the lab keeps
+the snapshot's behaviour so that an experiment's coordinator-era overrides
+apply to every coordinator-era design.) Like Kafka's
+`ConsumerConfig.checkGroupRemoteAssignor`, the lab refuses
+`group.remote.assignor` under `group.protocol=classic`.
 
 `group.instance.id`, if given, must be a non-empty string (Java's
 `NonEmptyString`) that `JoinGroupRequest.validateGroupInstanceId` accepts:
@@ -102,6 +118,8 @@ class ConsumerConfig:
     lab_processing_ms: int = 0
     lab_coordinator_via: str = ""
     group_instance_id: str | None = None  # None: a dynamic member
+    group_protocol: str = "classic"
+    group_remote_assignor: str | None = None  # None: the coordinator picks
 
     @staticmethod
     def key_of(field_name: str) -> str:
@@ -109,8 +127,9 @@ class ConsumerConfig:
 
     @classmethod
     def from_dict(cls, props: dict) -> ConsumerConfig:
-        if props.get("group.instance.id", "") is None:
-            props = {k: v for k, v in props.items() if k != "group.instance.id"}  # Java's null: the default
+        # Java's null: the default
+        props = {k: v for k, v in props.items() if not (k in ("group.instance.id", "group.remote.assignor")
+                                                        and v is None)}
         config = cls(**field_values(cls, props, cls.key_of, required=("group.id", "bootstrap.servers")))
         config._validate()
         if not config.client_id:
@@ -123,6 +142,11 @@ class ConsumerConfig:
     def is_static(self) -> bool:
         """A static member (KIP-345): `group.instance.id` is set (Java: `!isDynamicMember()`)."""
         return self.group_instance_id is not None
+
+    @property
+    def uses_consumer_protocol(self) -> bool:
+        """KIP-848's `group.protocol=consumer` (case-insensitive, as Kafka's `GroupProtocol.of`)."""
+        return self.group_protocol.lower() == "consumer"
 
     @property
     def strategies(self) -> list[str]:
@@ -163,6 +187,10 @@ class ConsumerConfig:
             (self.lab_processing_ms >= 0, "lab.processing.ms must be >= 0"),
             (not self.lab_coordinator_via or via_ok(), f"lab.coordinator.via={self.lab_coordinator_via!r} must be "
                                                        "host:port"),
+            (self.group_protocol.lower() in ("classic", "consumer"), f"group.protocol={self.group_protocol!r} "
+                                                                     "must be classic or consumer"),
+            (not self.group_remote_assignor or self.uses_consumer_protocol,
+             "group.remote.assignor cannot be set when group.protocol=classic (Kafka's checkGroupRemoteAssignor)"),
         ]
         instance_problem = None if self.group_instance_id is None else group_instance_id_problem(self.group_instance_id)
         checks.append((instance_problem is None,

@@ -14,7 +14,13 @@ overrides still win, as a user's own config would):
 - `modern-coop` adds `partition.assignment.strategy=cooperative-sticky`: members
   keep what they own through a rebalance and give up only what moves, handed
   out in one more round (`consumer.py`);
-- `modern-static-coop` adds both.
+- `modern-static-coop` adds both;
+- `modern-kip848` adds `group.protocol=consumer` (KIP-848, Kafka 4.0): the
+  family then builds a `Kip848Consumer` (`modern_coord.build_consumer`), which
+  sends only ConsumerGroupHeartbeat; the coordinator computes every member's
+  assignment and each member reconciles alone. Its session and heartbeat
+  interval are the coordinator's, so its trials start their brokers with
+  `KIP848_BROKER_CONFIG` (`Family.broker_config`).
 
 A static member sends no LeaveGroup when it stops (Kafka's `close()` for a
 static member), so a restart changes nothing the others hear of: they report
@@ -40,6 +46,17 @@ from . import FAMILY
 #: the settings each variant adds (`{actor}`: the member's actor name, so each member has its own instance id)
 STATIC_PROPS = {"group.instance.id": "{actor}"}
 COOP_PROPS = {"partition.assignment.strategy": "cooperative-sticky"}
+KIP848_PROPS = {"group.protocol": "consumer"}
+#: the coordinator's KIP-848 timings for the lab's short trials. Kafka's defaults are a heartbeat every 5 s
+#: (`group.consumer.heartbeat.interval.ms`, at least `group.consumer.min.heartbeat.interval.ms` 5000) and a 45 s
+#: session (`group.consumer.session.timeout.ms`, at least `group.consumer.min.session.timeout.ms` 45000). The lab
+#: uses the coordinator-era values its zombie experiment gives the classic consumer (session 6 s, heartbeat 2 s),
+#: so that a silent KIP-848 member is evicted after the same silence; the minimums are lowered to allow them (and
+#: the faster ones the real-broker tests set).
+KIP848_BROKER_CONFIG = {"group.consumer.heartbeat.interval.ms": "2000",
+                        "group.consumer.min.heartbeat.interval.ms": "500",
+                        "group.consumer.session.timeout.ms": "6000",
+                        "group.consumer.min.session.timeout.ms": "2000"}
 
 
 def _with_defaults(defaults: dict[str, str]):
@@ -58,4 +75,12 @@ STATIC_COOP = replace(FAMILY, name="modern-static-coop", label="coordinator era,
                       colour="tab:olive", package="modern_coord.variants:STATIC_COOP",
                       configure=_with_defaults({**STATIC_PROPS, **COOP_PROPS}), every_member_rebalances=False)
 
-VARIANTS = (STATIC, COOP, STATIC_COOP)
+#: the coordinator recomputes the target on every membership change, but a member whose partitions do not move
+#: only sees its epoch go up: the runner waits for the group's fixpoint (every partition held once, even loads,
+#: one epoch), not for a rebalance from every member
+KIP848 = replace(FAMILY, name="modern-kip848", label="coordinator era, consumer protocol (KIP-848)",
+                 colour="tab:brown", package="modern_coord.variants:KIP848", configure=_with_defaults(KIP848_PROPS),
+                 every_member_rebalances=False, broker_config=KIP848_BROKER_CONFIG,
+                 stops_by="committed, revoked and sent a leave heartbeat (member epoch -1; -2 for a static member)")
+
+VARIANTS = (STATIC, COOP, STATIC_COOP, KIP848)

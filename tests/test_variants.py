@@ -10,7 +10,7 @@ from experiments.engine.group_watch import GroupWatch
 from lab_cluster.consumer_host import load_family
 from lab_cluster.errors import LabError
 from modern_coord import FAMILY as MODERN
-from modern_coord.variants import COOP, STATIC, STATIC_COOP, VARIANTS
+from modern_coord.variants import COOP, KIP848, KIP848_BROKER_CONFIG, STATIC, STATIC_COOP, VARIANTS
 
 PROPS = {"group.id": "g", "bootstrap.servers": "127.0.0.1:9092"}
 
@@ -62,3 +62,36 @@ def test_a_static_group_converges_on_its_fixpoint_without_a_line_from_every_memb
     eager = GroupWatch(MODERN.name, partitions=4)
     eager.update('{"actor": "c2", "state": "stable", "gave_up": false, "generation": 1, "partitions": [2, 3]}')
     assert eager.problem(["c2"], since_ns=10**30) == "no rebalance seen yet from c2"
+
+
+def test_kip848_speaks_the_consumer_protocol_and_the_family_builds_its_consumer(tmp_path):
+    from lab_cluster.trace import TraceRecorder
+    from modern_coord import Kip848Consumer, ModernConsumer
+
+    config = KIP848.configure(PROPS, "c1")
+    assert config.uses_consumer_protocol and config.group_remote_assignor is None and not config.is_static
+    assert KIP848.configure({**PROPS, "group.remote.assignor": "range"}, "c1").group_remote_assignor == "range"
+    with pytest.raises(LabError, match="group.remote.assignor cannot be set when group.protocol=classic"):
+        MODERN.configure({**PROPS, "group.remote.assignor": "range"}, "c1")
+    trace = TraceRecorder(tmp_path, trial="t", design=KIP848.name, actor="c1")
+    try:
+        assert type(KIP848.build(config, ["t"], trace, "c1", None)) is Kip848Consumer  # built, not started
+        assert type(MODERN.build(MODERN.configure(PROPS, "c1"), ["t"], trace, "c1", None)) is ModernConsumer
+    finally:
+        trace.close()
+    # its trials' brokers get the coordinator's KIP-848 timings; the other designs' get nothing extra
+    assert KIP848.broker_config == KIP848_BROKER_CONFIG and MODERN.broker_config == {}
+    assert int(KIP848_BROKER_CONFIG["group.consumer.min.session.timeout.ms"]) <= \
+        int(KIP848_BROKER_CONFIG["group.consumer.session.timeout.ms"])
+
+
+def test_a_kip848_group_converges_on_one_epoch_and_even_loads():
+    watch = GroupWatch(KIP848.name, partitions=4)
+    watch.update('{"actor": "c1", "state": "stable", "gave_up": false, "generation": 3, "partitions": [0, 1, 2]}')
+    watch.update('{"actor": "c2", "state": "stable", "gave_up": false, "generation": 3, "partitions": [3]}')
+    assert watch.problem(["c1", "c2"], since_ns=10**30).startswith("the loads are not even")
+    watch.update('{"actor": "c1", "state": "reconciling", "gave_up": false, "generation": 4, "partitions": [0, 1]}')
+    assert watch.problem(["c1", "c2"], since_ns=10**30) == "c1 is reconciling"
+    watch.update('{"actor": "c1", "state": "stable", "gave_up": false, "generation": 4, "partitions": [0, 1]}')
+    watch.update('{"actor": "c2", "state": "stable", "gave_up": false, "generation": 4, "partitions": [2, 3]}')
+    assert watch.problem(["c1", "c2"], since_ns=10**30) is None

@@ -325,8 +325,10 @@ class _Scenario:
         return servers[k % len(servers)].connect + self.zk.chroot
 
     def _broker(self, broker_id: int) -> BrokerProcess:
+        # every family's plug-in, with the settings the trial's own design needs of them (KIP-848's timings)
         broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
-                               session_timeout_ms=6000, plugins=BROKER_PLUGINS)
+                               session_timeout_ms=6000, plugins=BROKER_PLUGINS,
+                               config=FAMILIES[self.spec.design].broker_config)
         self.stack.callback(broker.stop)
         return broker
 
