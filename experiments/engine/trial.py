@@ -26,7 +26,8 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
    records the `change`, does it, waits until the group has converged on its
    new membership or the limit has passed, waits `settle_s`, and records the
    server counters again. The steps (`join`, `leave`, `churn`, `pause`,
-   `resume`, `cut`, `heal`, `restart`) and the membership each leads to are registered
+   `resume`, `cut`, `heal`, `restart`, `broker_kill`, `broker_restart`) and the membership each leads to are
+   registered
    in `steps.py`; after `pause` and `cut` the scenario holds (parameter) `hold_s` beyond
    convergence, so that the survivors process (and commit) what the victim had; after a
    `restart` it waits `restart_gap_s` more before the next step (a rolling restart's gap);
