@@ -50,7 +50,8 @@ A broker's death and return (the broker-churn experiment) change no
 membership: `group_untouched` tells the runner not to wait for every member
 to rebalance (in the coordinator era nobody should), only for the group to be
 whole (every member settled, every partition held once), and then to hold
-`hold_s` so that the window sees whatever the change sets off later.
+`hold_s` (the restart: `return_hold_s`) so that the window sees whatever the
+change sets off later.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class Step:
     needs_victim: bool = False
     own_processes: bool = False
     group_untouched: bool = False  # wait for the group to be whole, not for every member to rebalance
+    hold_param: str = "hold_s"  # the parameter `holds` waits (a step held for a time of its own names its own)
     then_waits: str = ""  # a parameter: seconds the runner waits after convergence and settle_s, before the next
     params: dict[str, float] = field(default_factory=dict)  # {name: default}
 
@@ -197,7 +199,7 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("broker_kill", "SIGKILL one broker; wait until its partitions have new leaders", _broker_kill,
          group_untouched=True, holds=True, params={"kill_coordinator": 0.0, "hold_s": 0.0}),
     Step("broker_restart", "start the killed broker again under its id and port", _broker_restart,
-         group_untouched=True, holds=True, params={"hold_s": 0.0}),
+         group_untouched=True, holds=True, hold_param="return_hold_s", params={"return_hold_s": 0.0}),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link

@@ -458,7 +458,7 @@ class _Scenario:
         self._wait_converged(plan.after, since_ns=0 if STEPS[step].group_untouched else since,
                              what=f"step {index} ({step})", index=index)
         if STEPS[step].holds:
-            time.sleep(spec.param("hold_s"))
+            time.sleep(spec.param(STEPS[step].hold_param))
         time.sleep(spec.settle_s)
         self._server_counters(index, "after")
         if STEPS[step].then_waits:
