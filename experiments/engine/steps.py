@@ -205,7 +205,10 @@ STEPS: dict[str, Step] = {s.name: s for s in (
 #: the steps that change membership alone, without a fault on anyone's session or link
 MEMBERSHIP_CHANGES: tuple[str, ...] = tuple(name for name, step in STEPS.items() if step.membership_change)
 #: the steps that harm the victim's session or link
-FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if not step.membership_change)
+FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items()
+                                        if not step.membership_change and not step.group_untouched)
+#: the steps that harm the cluster under the group, no member: a broker's death and return
+BROKER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.group_untouched)
 
 #: the steps that need the victim in a process of its own
 VICTIM_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.needs_victim)
