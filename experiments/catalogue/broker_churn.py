@@ -167,12 +167,13 @@ def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
     unprocessed partition-seconds summed, the time until processed again after each, and the duplicates."""
     rows = per_change(summary)
     if rows.empty:
-        return rows.assign(**{c: [] for c in ("generations", "kill_generations", "restart_generations",
+        return rows.assign(**{c: [] for c in ("generations", "rebalances", "kill_generations", "restart_generations",
                                               "kill_revoking", "restart_revoking", "kill_rebalances",
                                               "restart_rebalances", "resumed_after_kill_ms",
                                               "resumed_after_restart_ms", "unprocessed_partition_s")})
     t = rows.groupby(["design", "victim", "watch", "consumers", "trial"], as_index=False).agg(
-        generations=("generations", "sum"), members_revoking=("members_revoking", "max"),
+        generations=("generations", "sum"), rebalances=("rebalance_attempts", "sum"),
+        members_revoking=("members_revoking", "max"),
         partitions_revoked=("partitions_revoked", "sum"), unowned_partition_s=("unowned_partition_s", "sum"),
         unprocessed_partition_s=("unprocessed_partition_s", "sum"), duplicates=("duplicates", "first"),
         all_converged=("converged", "all"))

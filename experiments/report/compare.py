@@ -58,7 +58,7 @@ def designs_compared(summary: pd.DataFrame) -> str:
                      _sum(z, "duplicates"), _sum(z, "zombie_commits_accepted"), _sum(z, "commits_fenced"),
                      fm.median_ms.median() if not fm.empty else None,
                      *(_mean(st, c) for c in ("generations", "partitions_revoked", "unowned_partition_s")),
-                     *(_mean(bc, c) for c in ("generations", "resumed_after_kill_ms")),
+                     *(_mean(bc, c) for c in ("rebalances", "resumed_after_kill_ms")),
                      MECHANISM.get(design, "")))
     if not rows:
         return ""
@@ -68,7 +68,7 @@ def designs_compared(summary: pd.DataFrame) -> str:
               "duplicates (zombie, both faults)", "zombie commits accepted (same)", "commits fenced (same)",
               "first message ms (median)", "rebalance rounds (storm: a rolling restart)",
               "partitions the others revoked (same)", "unowned partition-s (same)",
-              "rebalance rounds (broker churn: a broker killed and restarted, every victim)",
+              "rebalances begun (broker churn: a broker killed and restarted, all consumers, every victim)",
               "ms until every partition is processed again after the kill (same)", "mechanism"]
     return f"""## The designs compared
 
