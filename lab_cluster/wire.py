@@ -71,8 +71,15 @@ class ErrorCode(enum.IntEnum):
     REBALANCE_IN_PROGRESS = 27
     UNSUPPORTED_VERSION = 35
     INVALID_REQUEST = 42
+    GROUP_ID_NOT_FOUND = 69
     MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82  # a static member's group.instance.id is now held by another member id
+    # KIP-848's consumer protocol (Kafka 3.7+, GA in 4.0): member epochs instead of generations
+    FENCED_MEMBER_EPOCH = 110  # the member must give up all its partitions and rejoin with epoch 0
+    UNRELEASED_INSTANCE_ID = 111  # a static member's instance id is still held by a member that has not left
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113  # a commit under an epoch other than the member's current one: retry with the new one
 
 
 class WireError(Exception):

@@ -15,8 +15,8 @@ Subcommands (argparse, one module each):
   topic and a producer, until Ctrl-C.
 - `consumers --design legacy --zk C --group G --topic T --count N`: consumers
   that print every rebalance, until Ctrl-C.
-- `assign --assignor NAME FILE.json`: run an assignment strategy (Kafka's assignors, RocketMQ's and
-  TubeMQ's client-side ones) on a group described in a file.
+- `assign --assignor NAME FILE.json`: run an assignment strategy (Kafka's leader-side and KIP-848
+  server-side assignors, RocketMQ's and TubeMQ's client-side ones) on a group described in a file.
 - `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
 - `bench cluster [--out FILE]`: fetch, produce and trace-write throughput.
 - `bench coordinator [--out FILE]`: heartbeats/s one coordinator sustains, join-to-Stable time by group size.

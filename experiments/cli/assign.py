@@ -20,6 +20,15 @@ the group, as a RocketMQ broker answers), partition p of topic t being queue p
 of one broker named `broker-a`. (`owned`, `generation` and `group_instance_id`
 are Kafka's and not read.)
 
+Kafka 4.0's server-side assignors (KIP-848), `uniform` and `server-range`
+(Kafka's `range` in `group.consumer.assignors`, named apart from the client's
+`range` here), read the same file as the coordinator's view of the group:
+each member's `owned` is its current target assignment, which `uniform` is
+sticky to (`server-range` reads none), `group_instance_id` its static
+identity (`server-range` orders static members first by it), and
+`generation` is ignored. A partition that does not exist or is owned twice
+is an error, as Kafka's coordinator never hands such an assignment over.
+
 TubeMQ's `tubemq-modulo` reads ``{"source_count": 3, "partition_keys": ["1:t1:0", ...]}``
 and prints each node id's keys, ``{"0": [...], "1": [...], "2": [...]}``.
 """
@@ -33,18 +42,22 @@ from lab_cluster.errors import LabError
 
 BROKER = "broker-a"  # the one broker whose queues stand for a topic's partitions (RocketMQ)
 TUBEMQ = "tubemq-modulo"
+#: the CLI's names for the server-side assignors: their Kafka names, `range` apart from the client's
+SERVER = {"uniform": "uniform", "server-range": "range"}
 
 
 def _names() -> list[str]:
     from lab_cluster.assignment import ASSIGNORS
     from lab_cluster.assignment.rocketmq import STRATEGIES
 
-    return sorted([*ASSIGNORS, *STRATEGIES, TUBEMQ])
+    return sorted([*ASSIGNORS, *SERVER, *STRATEGIES, TUBEMQ])
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("assign", help="run an assignment strategy on a group described in a JSON file")
-    p.add_argument("--assignor", required=True, choices=_names())
+    p.add_argument("--assignor", required=True, choices=_names(), metavar="NAME",
+                   help="Kafka's leader-side assignors (range, roundrobin, sticky, cooperative-sticky), its "
+                        "server-side ones (uniform, server-range), RocketMQ's or TubeMQ's: %(choices)s")
     p.add_argument("file")
     p.set_defaults(run=run)
 
@@ -89,6 +102,18 @@ def _rocketmq(strategy, topics: dict[str, int], subscriptions: dict) -> dict[str
     return shares
 
 
+def _server(name: str, path: str, topics: dict[str, int], subscriptions: dict) -> dict:
+    from lab_cluster.assignment import SERVER_ASSIGNORS, MemberSpec
+
+    members = {m: MemberSpec(topics=frozenset(s.topics), assigned=frozenset(s.owned_partitions),
+                             instance_id=s.group_instance_id) for m, s in subscriptions.items()}
+    try:
+        return SERVER_ASSIGNORS[SERVER[name]].assign(members, topics)
+    except ValueError as exc:
+        raise LabError(f"{path}: {exc}.", "Give each member's `owned` as a target assignment: existing "
+                       "partitions, each owned by one member at most.") from None
+
+
 def _tubemq(path: str) -> dict[str, list[str]]:
     from lab_cluster.assignment.tubemq import modulo
 
@@ -113,6 +138,8 @@ def run(args) -> int:
     topics, subscriptions = load_group(args.file)
     if args.assignor in STRATEGIES:
         result = _rocketmq(STRATEGIES[args.assignor], topics, subscriptions)
+    elif args.assignor in SERVER:
+        result = _server(args.assignor, args.file, topics, subscriptions)
     else:
         result = ASSIGNORS[args.assignor].assign(topics, subscriptions)
     print(json.dumps({m: [list(tp) for tp in sorted(result[m])] for m in sorted(result)}))

@@ -174,6 +174,11 @@ class Broker:
             address = self._brokers.get(leader)
         return (leader, *address) if address else None
 
+    def partition_count(self, topic: str) -> int:
+        """How many partitions `topic` has, as this broker's metadata says (0: no such topic)."""
+        with self._lock:
+            return len(self._assignments.get(topic, {}))
+
     def knows_topic(self, topic: str) -> bool:
         with self._lock:
             return topic in self._assignments

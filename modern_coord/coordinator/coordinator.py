@@ -83,6 +83,11 @@ blindly", so members keep their session) and SyncGroup REBALANCE_IN_PROGRESS
 gets COORDINATOR_LOAD_IN_PROGRESS. A LeaveGroup from a member id handed out but
 not yet used removes it at once, so the join it held up can complete.
 
+KIP-848's consumer groups (Kafka 4.0's `group.protocol=consumer`) live beside
+the classic groups, in `consumer_protocol.py` (`self.consumer`): a member of
+one sends only `ConsumerGroupHeartbeat`, its commits are fenced by member
+epoch (STALE_MEMBER_EPOCH), and a JoinGroup for its group id is refused.
+
 Departures from Kafka, stated: an OffsetCommit answer carries one error for
 all its partitions; a tie in the protocol vote goes to the first name in
 order; a LeaveGroup names one member. A restarted static member is answered
@@ -119,11 +124,29 @@ class CoordinatorConfig:
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     group_min_session_timeout_ms: int = 6000      # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1800000   # group.max.session.timeout.ms
+    # KIP-848's consumer groups: the broker, not the member, sets heartbeat interval and session timeout
+    group_consumer_heartbeat_interval_ms: int = 5000      # group.consumer.heartbeat.interval.ms
+    group_consumer_min_heartbeat_interval_ms: int = 5000  # group.consumer.min.heartbeat.interval.ms
+    group_consumer_max_heartbeat_interval_ms: int = 15000  # group.consumer.max.heartbeat.interval.ms
+    group_consumer_session_timeout_ms: int = 45000        # group.consumer.session.timeout.ms
+    group_consumer_min_session_timeout_ms: int = 45000    # group.consumer.min.session.timeout.ms
+    group_consumer_max_session_timeout_ms: int = 60000    # group.consumer.max.session.timeout.ms
+    group_consumer_max_size: int = 2**31 - 1              # group.consumer.max.size
+    group_consumer_assignors: str = "uniform,range"       # group.consumer.assignors (the first is the default)
 
     KEYS = {"offsets.topic.num.partitions": "offsets_topic_num_partitions",
             "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
             "group.min.session.timeout.ms": "group_min_session_timeout_ms",
-            "group.max.session.timeout.ms": "group_max_session_timeout_ms"}
+            "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+            "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
+            "group.consumer.min.heartbeat.interval.ms": "group_consumer_min_heartbeat_interval_ms",
+            "group.consumer.max.heartbeat.interval.ms": "group_consumer_max_heartbeat_interval_ms",
+            "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+            "group.consumer.min.session.timeout.ms": "group_consumer_min_session_timeout_ms",
+            "group.consumer.max.session.timeout.ms": "group_consumer_max_session_timeout_ms",
+            "group.consumer.max.size": "group_consumer_max_size",
+            "group.consumer.assignors": "group_consumer_assignors"}
+    TEXT = ("group_consumer_assignors",)
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> CoordinatorConfig:
@@ -131,14 +154,43 @@ class CoordinatorConfig:
         for key, raw in props.items():
             if key not in cls.KEYS:
                 continue  # broker settings of other components
+            if cls.KEYS[key] in cls.TEXT:
+                values[cls.KEYS[key]] = str(raw)
+                continue
             try:
                 values[cls.KEYS[key]] = int(raw)
             except ValueError:
                 raise ValueError(f"{key}={raw!r} is not an integer") from None
         config = cls(**values)
-        if config.offsets_topic_num_partitions < 1:
-            raise ValueError("offsets.topic.num.partitions must be at least 1")
+        config.check()
         return config
+
+    def check(self) -> None:
+        """Kafka's `GroupCoordinatorConfig` requirements (a broker refuses to start otherwise)."""
+        from lab_cluster.assignment import SERVER_ASSIGNORS
+
+        if self.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets.topic.num.partitions must be at least 1")
+        c = self
+        for name, value, low, high in (
+                ("group.consumer.heartbeat.interval.ms", c.group_consumer_heartbeat_interval_ms,
+                 c.group_consumer_min_heartbeat_interval_ms, c.group_consumer_max_heartbeat_interval_ms),
+                ("group.consumer.session.timeout.ms", c.group_consumer_session_timeout_ms,
+                 c.group_consumer_min_session_timeout_ms, c.group_consumer_max_session_timeout_ms)):
+            if not low <= value <= high:
+                raise ValueError(f"{name}={value} is outside [{low}, {high}], its min and max settings "
+                                 "(group.consumer.min.* and group.consumer.max.*)")
+        if c.group_consumer_heartbeat_interval_ms >= c.group_consumer_session_timeout_ms:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be lower than "
+                             "group.consumer.session.timeout.ms")
+        unknown = [a for a in self.assignor_names if a not in SERVER_ASSIGNORS]
+        if unknown or not self.assignor_names:
+            raise ValueError(f"group.consumer.assignors={c.group_consumer_assignors!r}: the lab has "
+                             f"{', '.join(SERVER_ASSIGNORS)}")
+
+    @property
+    def assignor_names(self) -> list[str]:
+        return [a.strip() for a in self.group_consumer_assignors.split(",") if a.strip()]
 
 
 @dataclass(frozen=True)
@@ -194,14 +246,29 @@ class MemoryStore(OffsetStore):
 
 
 class GroupCoordinator:
+    """Classic groups here; KIP-848's consumer groups in `consumer_protocol.py` (`self.consumer`), which
+    shares this coordinator's lock, timers, store and config. A group id is one kind or the other.
+
+    `topic_partitions(topic)` is the partition count the broker's metadata gives (0 or None: no such
+    topic); the consumer protocol's target assignment needs it (Kafka's metadata image)."""
+
     def __init__(self, store: OffsetStore, config: CoordinatorConfig = CoordinatorConfig(), *,
-                 scheduler: Scheduler | None = None, on_event: Callable[..., None] | None = None):
+                 scheduler: Scheduler | None = None, on_event: Callable[..., None] | None = None,
+                 topic_partitions: Callable[[str], int | None] = lambda topic: None):
+        from lab_cluster.assignment import SERVER_ASSIGNORS
+
+        from .consumer_protocol import ConsumerGroupHeartbeats
+
         self.store = store
         self.config = config
         self.timers = scheduler or Scheduler()
         self.on_event = on_event or (lambda kind, **fields: None)
+        self.topic_partitions = topic_partitions
+        #: group.consumer.assignors, in its order (the first is the default)
+        self.server_assignors = {name: SERVER_ASSIGNORS[name] for name in config.assignor_names}
         self.lock = threading.RLock()
         self.groups: dict[str, Group] = {}
+        self.consumer = ConsumerGroupHeartbeats(self)
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.offsets_partitions: dict[int, str] = {}  # offsets partition it leads -> "loading" | "active"
 
@@ -232,10 +299,13 @@ class GroupCoordinator:
                 group_id = record.get("group")
                 if record.get("type") == "offset":
                     self.offsets.setdefault(group_id, {})[(record["topic"], record["partition"])] = record["offset"]
-                elif record.get("type") == "group":
-                    latest_group[group_id] = record
+                elif record.get("type") in ("group", "consumer_group"):
+                    latest_group[group_id] = record  # a group id is the kind its last record says
             for record in latest_group.values():
-                self._restore_group(record)
+                if record["type"] == "consumer_group":
+                    self.consumer.load(record)
+                else:
+                    self._restore_group(record)
             self.offsets_partitions[partition] = "active"
             self.on_event("offsets_loaded", offsets_partition=partition, records=len(records),
                           groups=sorted(latest_group))
@@ -257,6 +327,9 @@ class GroupCoordinator:
         """Another broker leads the partition now: its groups are Dead here, held requests answered NOT_COORDINATOR."""
         with self.lock:
             self.offsets_partitions.pop(partition, None)
+            for group_id in [g for g in self.consumer.groups if self.partition_for(g) == partition]:
+                self.consumer.unload(group_id)
+                self.offsets.pop(group_id, None)
             for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
                 group = self.groups.pop(group_id)
                 self._set_state(group, GroupState.DEAD)
@@ -302,6 +375,10 @@ class GroupCoordinator:
                     f"session.timeout.ms={join.session_timeout_ms} is outside "
                     f"[{self.config.group_min_session_timeout_ms}, {self.config.group_max_session_timeout_ms}] "
                     f"(group.min/max.session.timeout.ms)"))
+            if join.group_id in self.consumer.groups:
+                return respond(self._join_error(
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id,
+                    f"{join.group_id} is a consumer group (KIP-848): its members use ConsumerGroupHeartbeat"))
             group = self.groups.get(join.group_id)
             if group is None:
                 # Kafka creates the group only for a member without an id; an id for an unknown group is rejected
@@ -759,7 +836,13 @@ class GroupCoordinator:
             except (KeyError, TypeError, ValueError):
                 return answer(ErrorCode.INVALID_REQUEST, "offsets must be [{topic, partition, offset}]")
             group = self.groups.get(group_id)
-            if group is None:
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:
+                # KIP-848: the generation field carries the member epoch (Kafka's GenerationIdOrMemberEpoch)
+                err = self.consumer.validate_commit(consumer_group, member_id, generation)
+                if err is not None:
+                    return answer(err)
+            elif group is None:
                 if generation >= 0:
                     return answer(ErrorCode.ILLEGAL_GENERATION)
                 group = self.groups[group_id] = Group(group_id)  # offsets without group management
@@ -785,6 +868,12 @@ class GroupCoordinator:
             err = self.owner_error(group_id)
             if err is not None:
                 return answer(err, offsets=[])
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:
+                err = self.consumer.validate_fetch(consumer_group, request.get("member_id"),
+                                                   request.get("member_epoch"))
+                if err is not None:
+                    return answer(err, offsets=[])
             committed = self.offsets.get(group_id, {})
             wanted = request.get("partitions")
             keys = [(str(t), int(p)) for t, p in wanted] if wanted is not None else sorted(committed)
@@ -814,6 +903,9 @@ class GroupCoordinator:
     def describe(self, group_id: str) -> dict:
         """What `kafka-consumer-groups --describe --state` would say (for tests and the CLI)."""
         with self.lock:
+            described = self.consumer.describe(group_id)
+            if described is not None:
+                return described
             group = self.groups.get(group_id)
             if group is None:  # Kafka describes an unknown group as Dead
                 return {"state": "Dead", "generation": -1, "members": [], "leader": None, "protocol": None}

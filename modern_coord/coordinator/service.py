@@ -15,6 +15,9 @@ What it adds to the broker:
 - `JoinGroup`, `SyncGroup` (held open until the rebalance completes),
   `Heartbeat`, `LeaveGroup`, `OffsetCommit`, `OffsetFetch`, answered by the
   coordinator, and `DescribeGroups` (state, generation, leader, members).
+- `ConsumerGroupHeartbeat` (KIP-848's consumer protocol, answered at once:
+  `consumer_protocol.py`); its consumer groups' target assignments read the
+  topics' partition counts from this broker's metadata.
   A static member names its `group_instance_id` in the first five (the
   coordinator reads it from the request as sent). Each request and its
   answer is recorded in the broker's trace as a `coordinator_request` event
@@ -76,7 +79,8 @@ class CoordinatorService:
         except ValueError as exc:
             raise SystemExit(f"broker {broker.broker_id}: bad coordinator setting: {exc}") from None
         self.store = BrokerOffsetStore(broker)
-        self.coordinator = GroupCoordinator(self.store, self.config, on_event=self._event)
+        self.coordinator = GroupCoordinator(self.store, self.config, on_event=self._event,
+                                            topic_partitions=broker.partition_count)
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="coordinator-timers", daemon=True)
         server = broker.server
@@ -87,6 +91,8 @@ class CoordinatorService:
         server.add_api("LeaveGroup", (1,), self._direct(self.coordinator.leave_group, "LeaveGroup"))
         server.add_api("OffsetCommit", (1,), self._direct(self.coordinator.commit_offsets, "OffsetCommit"))
         server.add_api("OffsetFetch", (1,), self._direct(self.coordinator.fetch_offsets, "OffsetFetch"))
+        server.add_api("ConsumerGroupHeartbeat", (0,), self._direct(self.coordinator.consumer.heartbeat,
+                                                                    "ConsumerGroupHeartbeat"))
         server.add_api("DescribeGroups", (1,), self._describe)
         broker.on_leadership(self._leadership_changed)
         self._ticker.start()
@@ -103,7 +109,8 @@ class CoordinatorService:
     def _recorded(self, api: str, request: dict, result: dict) -> dict:
         self.broker.record("coordinator_request", api=api, group=request.get("group_id"),
                            member=request.get("member_id") or result.get("member_id"),
-                           generation=result.get("generation_id", request.get("generation_id")),
+                           generation=result.get("generation_id", result.get("member_epoch",
+                                                                             request.get("generation_id"))),
                            error=result.get("error", "NONE"), client=request.get("client_id"))
         return result
 
