@@ -36,7 +36,14 @@ window runs from its `change` event to the next change (or `end`). Within it:
   the window with 0 / 2+ owners;
 - `double_processed_partition_s`: partition-seconds in which two or more
   consumers actually processed one partition (`processing_intervals`: stretches
-  of `processed` events), whatever each believed it owned;
+  of `processed` events), whatever each believed it owned, and
+  `unprocessed_partition_s`, partition-seconds in which nobody did (a
+  partition owned but leaderless after a broker died is unowned for no one
+  and unprocessed all the same);
+- `processing_resumed_ms`: from the change until every partition is processed
+  again (`processing_resumed`): the end of the last pause of more than
+  `PROCESSING_GAP_S` that ended in the window, over all partitions; 0 if no
+  partition paused; null if one was still not processed at the window's end;
 - `view_divergence`: the most distinct membership views the group's
   assignments came from at one instant, until convergence (`views_in_effect`
   says how in each era), and `stale_views`: ZooKeeper-era views older than one
@@ -462,6 +469,36 @@ def first_messages(ce: DataFrame, windows: DataFrame) -> DataFrame:
             .select(*KEYS, ((F.col("first_ns") - F.col("started_ns")) / 1e6).alias("first_message_ms")))
 
 
+def processing_resumed(events: DataFrame, ce: DataFrame, windows: DataFrame, gap_s: float = PROCESSING_GAP_S
+                       ) -> DataFrame:
+    """KEYS, processing_resumed_ms: from the change until every partition was processed again.
+
+    Per partition, whoever processed it: a pause is two consecutive `processed`
+    events more than `gap_s` apart (the producer writes every partition several
+    times a second); the partition resumed at the end of its last pause that
+    ended in the window. The window's figure is the latest such resumption over
+    all partitions, from the change; 0 if none paused; null if some partition
+    was not processed in the window's last `gap_s` (it had not resumed).
+    """
+    key = ["trial", "topic", "partition"]
+    processed = ce.where(F.col("kind") == "processed").select(*key, "ts_ns")
+    pauses = (processed.withColumn("prev", F.lag("ts_ns").over(Window.partitionBy(*key).orderBy("ts_ns")))
+              .where(F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S))
+    resumed = (_in_window(pauses, windows).groupBy(*KEYS)
+               .agg(((F.max("ts_ns") - F.first("start_ns")) / 1e6).alias("_resumed_ms")))
+    w = windows.select(*KEYS, "start_ns", "stop_ns")
+    last = (processed.join(w, "trial").where(F.col("ts_ns") < F.col("stop_ns"))
+            .groupBy(*KEYS, "topic", "partition").agg(F.max("ts_ns").alias("last_ns")))
+    every = _partitions(events).select(*key).join(w, "trial")
+    stalled = (every.join(last, [*KEYS, "topic", "partition"], "left")
+               .groupBy(*KEYS).agg(F.count(F.when(F.col("last_ns").isNull()
+                                                  | (F.col("stop_ns") - F.col("last_ns") > gap_s * NS_PER_S), 1))
+                                   .alias("_stalled")))
+    return (stalled.join(resumed, KEYS, "left")
+            .select(*KEYS, F.when(F.col("_stalled") == 0, F.coalesce("_resumed_ms", F.lit(0.0)))
+                    .alias("processing_resumed_ms")))
+
+
 def _after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
     """The acts (trial, ts_ns) a consumer did on a partition it had lost.
 
@@ -516,7 +553,8 @@ def change_metrics(events: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("processed_after_loss")),
         _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
         _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(ce))), windows,
-                            ("_unprocessed_s", "double_processed_partition_s")).drop("_unprocessed_s"),
+                            ("unprocessed_partition_s", "double_processed_partition_s")),
+        processing_resumed(events, ce, windows),
         _complete_at_end(events, intervals, windows),
         _member_partitions(intervals, windows),
         _moves_and_spread(intervals, windows),
@@ -533,6 +571,7 @@ def change_metrics(events: DataFrame) -> DataFrame:
               "rebalance_attempts", "rebalance_failures", "owner_conflicts", "zombie_commits_accepted",
               "processed_after_loss",
               "unowned_partition_s", "double_owned_partition_s", "double_processed_partition_s", "stale_views",
+              "unprocessed_partition_s",
               "unowned_at_end", "member_partitions", "partitions_moved", "members_revoking", "partitions_revoked",
               "generations"]
     return (out.drop("members", "about").fillna(0, subset=counts).fillna(False, subset=["complete_at_end"])

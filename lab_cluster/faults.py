@@ -8,6 +8,7 @@ analysis can line up what consumers did with what was done to them:
 |------------------------|-----------------------------------------------------------|
 | `pause` / `resume`     | SIGSTOP / SIGCONT a lab process (a long GC pause)          |
 | `kill` / `stop`        | SIGKILL (crash) / SIGTERM (graceful) a lab process         |
+| `start`                | a killed lab process started again (a broker's return)    |
 | `pass`, `delay`, `blackhole`, `reset` | switch one client's `Link` (its own proxies) |
 | `zk_pause`, `zk_resume`, `zk_stop`, `zk_start` | one ZooKeeper server                  |
 | `quorum_delay`, `quorum_pass` | one follower's quorum link to the leader           |
@@ -84,9 +85,13 @@ class Faults:
         proc.resume()
         return self._done("resume", proc.name, pid=proc.pid)
 
-    def kill(self, proc: LabProcess) -> int:
+    def kill(self, proc: LabProcess, **details) -> int:
         proc.kill()
-        return self._done("kill", proc.name, pid=proc.pid)
+        return self._done("kill", proc.name, pid=proc.pid, **details)
+
+    def started(self, proc: LabProcess, **details) -> int:
+        """Record that a killed process was started again (`proc`, the new one, is running already)."""
+        return self._done("start", proc.name, pid=proc.pid, **details)
 
     def stop(self, proc: LabProcess) -> int:
         proc.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.engine.steps import (
+    BROKER_STEPS,
     FAULT_STEPS,
     MEMBERSHIP_CHANGES,
     SPREAD_STEPS,
@@ -51,6 +52,22 @@ class Stage:
         self.restarts += 1
         self.done.append(f"restart {name}")
 
+    killed = None
+
+    def broker_victim(self) -> int:
+        return 3
+
+    def killed_broker(self):
+        return self.killed
+
+    def kill_broker(self, broker_id: int) -> None:
+        self.killed = broker_id
+        self.done.append(f"kill broker-{broker_id}")
+
+    def restart_broker(self, broker_id: int) -> None:
+        self.killed = None
+        self.done.append(f"restart broker-{broker_id}")
+
 
 def run(stage: Stage, steps: list[str], members: list[str]) -> list[tuple[list[str], str]]:
     """Plan and act each step in turn, as the runner does: (membership after, about) per step."""
@@ -81,7 +98,7 @@ def test_the_victim_leaves_the_membership_while_paused_or_cut_and_comes_back():
     assert run(stage, ["pause", "resume", "cut", "heal"], ["c1", "c2"]) == [
         (["c2"], "c1"), (["c2", "c1"], "c1"), (["c2"], "c1"), (["c2", "c1"], "c1")]
     assert stage.done == ["pause c1", "resume c1", "cut c1", "heal c1"]
-    assert {s for s in STEPS if STEPS[s].holds} == {"pause", "cut"}  # the victim stays away hold_s more
+    assert {s for s in STEPS if STEPS[s].holds} == {"pause", "cut"} | BROKER_STEPS  # watched hold_s more
 
 
 def test_the_victim_departs_for_good_and_a_replacement_may_join():
@@ -102,6 +119,7 @@ def test_a_step_that_cannot_be_taken_says_why():
 def test_the_registry_is_what_specs_and_the_cross_check_read():
     assert MEMBERSHIP_CHANGES == ("join", "leave", "depart", "churn", "restart")
     assert FAULT_STEPS == {"pause", "resume", "cut", "heal"}
+    assert BROKER_STEPS == {"broker_kill", "broker_restart"}
     assert VICTIM_STEPS == FAULT_STEPS | {"depart"}
     assert SPREAD_STEPS == VICTIM_STEPS | {"restart"}
     with pytest.raises(LabError, match="Unknown scenario step"):
@@ -149,3 +167,17 @@ def test_a_restart_needs_each_consumer_in_its_own_process_and_takes_its_down_tim
                      params={"restart_down_s": 0.5})
     assert (spec.param("restart_down_s"), spec.param("restart_gap_s")) == (0.5, 2.0)
     assert TrialSpec.from_row(spec.as_row()) == spec
+
+
+def test_a_broker_dies_and_comes_back_under_an_unchanged_group():
+    stage = Stage()
+    seen = run(stage, ["broker_kill", "broker_restart"], ["c1", "c2"])
+    assert seen == [(["c1", "c2"], "broker-3"), (["c1", "c2"], "broker-3")]
+    assert stage.done == ["kill broker-3", "restart broker-3"]
+    assert all(STEPS[s].group_untouched and not STEPS[s].membership_change for s in BROKER_STEPS)
+    assert STEPS["broker_restart"].hold_param == "return_hold_s"
+    with pytest.raises(StepImpossible, match="needs a broker killed before it"):
+        STEPS["broker_restart"].plan(Stage(), ["c1"])
+    stage.killed = 2
+    with pytest.raises(StepImpossible, match="one broker is killed at a time"):
+        STEPS["broker_kill"].plan(stage, ["c1"])

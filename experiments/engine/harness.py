@@ -67,7 +67,7 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_rea
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
            "zombie_commits_accepted", "processed_after_loss", "offsets_moved_backwards", "commits_fenced",
            "first_message_ms", "partitions_moved", "partitions_spread", "members_revoking", "partitions_revoked",
-           "generations"]
+           "generations", "unprocessed_partition_s", "processing_resumed_ms"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
           "client_requests"]
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",

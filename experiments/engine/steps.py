@@ -19,6 +19,11 @@ the group has converged on that membership.
 | `restart`| the next of the group's own consumers, c<k> at the k-th restart,  | the same      |
 |          | stops gracefully, and `restart_down_s` later starts again under   |               |
 |          | the same name and config (a static member: the same instance id)  |               |
+| `broker_kill` | SIGKILL one broker (`kill_coordinator`: the group's coordinator, | the same      |
+|          | else the highest-numbered broker that is not), then wait until    |               |
+|          | ZooKeeper expired its session and its partitions have new leaders |               |
+| `broker_restart` | start the killed broker again, same id and port, and wait    | the same      |
+|          | until every live broker's metadata agrees                         |               |
 
 `membership_change`: the step changes who is in the group and nothing else
 (no session or link is harmed), so the cross-check with the servers judges it
@@ -40,6 +45,13 @@ for each instance to be ready (consuming) before it takes down the next, not a
 fixed period. A restart is a leave and a join of the same member: it changes
 membership and harms no session or link, so the cross-check with the servers
 judges it (`membership_change`).
+
+A broker's death and return (the broker-churn experiment) change no
+membership: `group_untouched` tells the runner not to wait for every member
+to rebalance (in the coordinator era nobody should), only for the group to be
+whole (every member settled, every partition held once), and then to hold
+`hold_s` (the restart: `return_hold_s`) so that the window sees whatever the
+change sets off later.
 """
 
 from __future__ import annotations
@@ -70,6 +82,10 @@ class Stage(Protocol):
     def churn(self) -> None: ...
     def restart(self, name: str) -> None: ...  # stop it, wait restart_down_s, start it again as it was
     def fault(self, step: str) -> Callable[[], object]: ...  # pause, resume, cut or heal the victim
+    def broker_victim(self) -> int: ...  # the broker a `broker_kill` kills (raises StepImpossible)
+    def killed_broker(self) -> int | None: ...  # the broker killed and not yet restarted
+    def kill_broker(self, broker_id: int) -> None: ...  # SIGKILL, then wait for its partitions' new leaders
+    def restart_broker(self, broker_id: int) -> None: ...  # start it again, same id and port
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,8 @@ class Step:
     holds: bool = False
     needs_victim: bool = False
     own_processes: bool = False
+    group_untouched: bool = False  # wait for the group to be whole, not for every member to rebalance
+    hold_param: str = "hold_s"  # the parameter `holds` waits (a step held for a time of its own names its own)
     then_waits: str = ""  # a parameter: seconds the runner waits after convergence and settle_s, before the next
     params: dict[str, float] = field(default_factory=dict)  # {name: default}
 
@@ -138,6 +156,20 @@ def _restart(stage: Stage, members: list[str]) -> Plan:
     return Plan(list(members), name, lambda: stage.restart(name))
 
 
+def _broker_kill(stage: Stage, members: list[str]) -> Plan:
+    if stage.killed_broker() is not None:
+        raise StepImpossible(f"broker {stage.killed_broker()} is down already: one broker is killed at a time")
+    victim = stage.broker_victim()
+    return Plan(list(members), f"broker-{victim}", lambda: stage.kill_broker(victim))
+
+
+def _broker_restart(stage: Stage, members: list[str]) -> Plan:
+    victim = stage.killed_broker()
+    if victim is None:
+        raise StepImpossible("broker_restart needs a broker killed before it (broker_kill)")
+    return Plan(list(members), f"broker-{victim}", lambda: stage.restart_broker(victim))
+
+
 def _need_victim(stage: Stage, step: str) -> None:
     if not stage.has_victim():
         raise StepImpossible(f"the step {step} needs the victim {VICTIM} in a process of its own")
@@ -163,12 +195,20 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("restart", "the next of c1..cN stops gracefully and starts again as it was, restart_down_s later",
          _restart, membership_change=True, own_processes=True, then_waits="restart_gap_s",
          params={"restart_down_s": 1.0, "restart_gap_s": 2.0}),
+    # kill_coordinator: 1 kills the group's coordinator (a family with one), 0 the highest-numbered other broker
+    Step("broker_kill", "SIGKILL one broker; wait until its partitions have new leaders", _broker_kill,
+         group_untouched=True, holds=True, params={"kill_coordinator": 0.0, "hold_s": 0.0}),
+    Step("broker_restart", "start the killed broker again under its id and port", _broker_restart,
+         group_untouched=True, holds=True, hold_param="return_hold_s", params={"return_hold_s": 0.0}),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link
 MEMBERSHIP_CHANGES: tuple[str, ...] = tuple(name for name, step in STEPS.items() if step.membership_change)
 #: the steps that harm the victim's session or link
-FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if not step.membership_change)
+FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items()
+                                        if not step.membership_change and not step.group_untouched)
+#: the steps that harm the cluster under the group, no member: a broker's death and return
+BROKER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.group_untouched)
 
 #: the steps that need the victim in a process of its own
 VICTIM_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.needs_victim)

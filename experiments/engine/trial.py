@@ -26,7 +26,8 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
    records the `change`, does it, waits until the group has converged on its
    new membership or the limit has passed, waits `settle_s`, and records the
    server counters again. The steps (`join`, `leave`, `churn`, `pause`,
-   `resume`, `cut`, `heal`, `restart`) and the membership each leads to are registered
+   `resume`, `cut`, `heal`, `restart`, `broker_kill`, `broker_restart`) and the membership each leads to are
+   registered
    in `steps.py`; after `pause` and `cut` the scenario holds (parameter) `hold_s` beyond
    convergence, so that the survivors process (and commit) what the victim had; after a
    `restart` it waits `restart_gap_s` more before the next step (a rolling restart's gap);
@@ -68,7 +69,8 @@ from experiments.engine.families import BROKER_PLUGINS, FAMILIES
 from experiments.engine.group_watch import GroupWatch
 from experiments.engine.steps import SPREAD_STEPS, STEPS, VICTIM, VICTIM_STEPS, StepImpossible
 from lab_cluster import fourlw
-from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
+from lab_cluster.broker import zk_layout
+from lab_cluster.broker.admin import BrokerProcess, create_topic, leaders, wait_for_leaders, wait_for_metadata
 from lab_cluster.consumer_host import actor_names
 from lab_cluster.errors import LabError
 from lab_cluster.family import Family
@@ -260,6 +262,8 @@ class _Scenario:
         self.started = 0  # consumers started so far: the k-th is pinned to ZooKeeper server k mod S
         self.victim_link: Link | None = None
         self.lagging_broker: Link | None = None  # every consumer's link to the last broker (`broker_delay_ms`)
+        self.brokers: dict[int, BrokerProcess] = {}  # the broker processes by id (a restarted one replaces its own)
+        self.killed: int | None = None  # the broker a `broker_kill` killed, until its `broker_restart`
 
     def progress(self, phase: str, done: int) -> None:
         """Where the trial is, for the driver's progress bars (`progress.json` in the trial's directory)."""
@@ -277,6 +281,7 @@ class _Scenario:
         admin = KazooClient(hosts=zk.connect, timeout=10, command_retry={"max_tries": -1, "deadline": 60})
         admin.start(timeout=30)
         self.stack.callback(lambda: (admin.stop(), admin.close()))
+        self.admin = admin
         self.progress("starting brokers", 1)
         brokers = [self._broker(i) for i in range(1, spec.brokers + 1)]
         admin.retry(create_topic, admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
@@ -324,12 +329,13 @@ class _Scenario:
         servers = self.zk.servers
         return servers[k % len(servers)].connect + self.zk.chroot
 
-    def _broker(self, broker_id: int) -> BrokerProcess:
+    def _broker(self, broker_id: int, port: int = 0) -> BrokerProcess:
         # every family's plug-in, with the settings the trial's own design needs of them (KIP-848's timings)
         broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
-                               session_timeout_ms=6000, plugins=BROKER_PLUGINS,
+                               session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port,
                                config=FAMILIES[self.spec.design].broker_config)
         self.stack.callback(broker.stop)
+        self.brokers[broker_id] = broker
         return broker
 
     def _victim_link(self) -> Link:
@@ -450,9 +456,11 @@ class _Scenario:
         since = self.trace.record("change", index=index, change=step, member=plan.about,
                                   members_before=len(members), members_after=len(plan.after), members=plan.after)
         plan.act()
-        self._wait_converged(plan.after, since_ns=since, what=f"step {index} ({step})", index=index)
+        # a broker's death or return harms no member: the group need only be whole again (nobody need rebalance)
+        self._wait_converged(plan.after, since_ns=0 if STEPS[step].group_untouched else since,
+                             what=f"step {index} ({step})", index=index)
         if STEPS[step].holds:
-            time.sleep(spec.param("hold_s"))
+            time.sleep(spec.param(STEPS[step].hold_param))
         time.sleep(spec.settle_s)
         self._server_counters(index, "after")
         if STEPS[step].then_waits:
@@ -469,6 +477,49 @@ class _Scenario:
         return {"pause": lambda: self.faults.pause(victim), "resume": lambda: self.faults.resume(victim),
                 "cut": lambda: self.faults.link(self.victim_link, Mode.BLACKHOLE),
                 "heal": lambda: self.faults.link(self.victim_link, Mode.PASS)}[step]
+
+    def killed_broker(self) -> int | None:
+        return self.killed
+
+    def broker_victim(self) -> int:
+        """The broker `broker_kill` kills: the group's coordinator if `kill_coordinator` (a family with one),
+        else the highest-numbered broker that is not the coordinator."""
+        coordinator = self._coordinator_broker()
+        if self.spec.param("kill_coordinator"):
+            if coordinator is None:
+                raise StepImpossible(f"{self.spec.design} has no group coordinator to kill")
+            return coordinator
+        return max(i for i in self.brokers if i != coordinator)
+
+    def _coordinator_broker(self) -> int | None:
+        """The id of the broker that coordinates the group now (FindCoordinator), or None for a family without
+        a coordinator."""
+        family = FAMILIES[self.spec.design]
+        if family.find_coordinator is None:
+            return None
+        _, port = self._find_coordinator(family)
+        return next(i for i, b in self.brokers.items() if b.port == port)
+
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL the broker (a crash, as Kafka's `test_broker_failure` with clean_shutdown=False: its
+        registration stays until ZooKeeper expires its session), then wait until the controller has given its
+        partitions new leaders and every live broker's metadata says so."""
+        controller = json.loads(self.admin.retry(self.admin.get, zk_layout.CONTROLLER)[0])["brokerid"]
+        led = sorted(p for p, leader in self.admin.retry(leaders, self.admin, TOPIC).items() if leader == broker_id)
+        self.faults.kill(self.brokers[broker_id], broker=broker_id, coordinator=broker_id == self._coordinator_broker(),
+                         controller=broker_id == controller, leads=led)
+        self.killed = broker_id
+        self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.spec.partitions, timeout_s=60,
+                         exclude=frozenset({broker_id}))
+        self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
+
+    def restart_broker(self, broker_id: int) -> None:
+        """Start the killed broker again under its id and port, and wait until it is registered and every live
+        broker's metadata agrees (the lab has no preferred-leader election: it leads nothing until another dies)."""
+        broker = self._broker(broker_id, port=self.brokers[broker_id].port)
+        self.faults.started(broker, broker=broker_id)
+        self.killed = None
+        self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
 
     def churn(self) -> None:
         first = self.join()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.catalogue import first_message, split_brain, storm, zombie
+from experiments.catalogue import broker_churn, first_message, split_brain, storm, zombie
 from experiments.report.parts import STYLE, table
 
 #: what makes each design's figures what they are, and where to read it
@@ -50,11 +50,15 @@ def designs_compared(summary: pd.DataFrame) -> str:
         z = zombie.per_trial(ok[ok.design == design]) if (ok.experiment == "zombie").any() else pd.DataFrame()
         fm = first_message.per_design(ok[ok.design == design])
         st = storm.per_trial(ok[ok.design == design]) if (ok.experiment == "storm").any() else pd.DataFrame()
+        bc = broker_churn.per_trial(ok[ok.design == design]) if (ok.experiment == "broker_churn").any() \
+            else pd.DataFrame()
+        bc = bc[bc.watch.isin(["", "always"])] if not bc.empty else bc  # the ZooKeeper era's default
         rows.append((label, _mean(h, "control_messages_per_change"), _mean(h, "convergence_ms"),
                      _mean(sb, "unowned_partition_s"), _mean(sb, "double_processed_partition_s"),
                      _sum(z, "duplicates"), _sum(z, "zombie_commits_accepted"), _sum(z, "commits_fenced"),
                      fm.median_ms.median() if not fm.empty else None,
                      *(_mean(st, c) for c in ("generations", "partitions_revoked", "unowned_partition_s")),
+                     *(_mean(bc, c) for c in ("rebalances", "resumed_after_kill_ms")),
                      MECHANISM.get(design, "")))
     if not rows:
         return ""
@@ -63,7 +67,9 @@ def designs_compared(summary: pd.DataFrame) -> str:
               "double-processed partition-s (same)",
               "duplicates (zombie, both faults)", "zombie commits accepted (same)", "commits fenced (same)",
               "first message ms (median)", "rebalance rounds (storm: a rolling restart)",
-              "partitions the others revoked (same)", "unowned partition-s (same)", "mechanism"]
+              "partitions the others revoked (same)", "unowned partition-s (same)",
+              "rebalances begun (broker churn: a broker killed and restarted, all consumers, every victim)",
+              "ms until every partition is processed again after the kill (same)", "mechanism"]
     return f"""## The designs compared
 
 One row per design; each figure comes from the experiment named in its
@@ -73,7 +79,9 @@ brain's churn at the largest lag (a ZooKeeper follower's, or RocketMQ's
 broker's; TubeMQ, which has no view to lag, its misconfigured newcomers), the
 zombie's two faults summed, the first-message trials' median, and the storm's
 rolling restart summed over its restarts (the coordinator era's static and
-cooperative variants run there only). TubeMQ's
+cooperative variants run there and in the broker churn only), and the broker
+churn's kill and restart summed, averaged over its victims (the ZooKeeper era
+watching `/brokers/ids`, its default). TubeMQ's
 join is refused: its row's join costs what its nodes send anyway, and
 converges never.
 

@@ -24,9 +24,11 @@ class BrokerProcess(LabProcess):
 
     def __init__(self, broker_id: int, zk_connect: str, trial_dir: str | Path, *, session_timeout_ms: int = 6000,
                  trial: str = "adhoc", design: str = "cluster", plugins: tuple[str, ...] = (),
-                 config: dict[str, str] | None = None):
+                 config: dict[str, str] | None = None, port: int = 0):
+        """`port` 0: any free port; a broker started again after a crash is given its old one, as a Kafka
+        broker's `listeners` stay what they were."""
         self.broker_id = broker_id
-        args = ["--id", str(broker_id), "--zk", zk_connect, "--trial-dir", str(trial_dir),
+        args = ["--id", str(broker_id), "--zk", zk_connect, "--trial-dir", str(trial_dir), "--port", str(port),
                 "--session-timeout-ms", str(session_timeout_ms), "--trial", trial, "--design", design]
         for plugin in plugins:
             args += ["--plugin", plugin]
