@@ -19,8 +19,8 @@ overrides still win, as a user's own config would):
   family then builds a `Kip848Consumer` (`modern_coord.build_consumer`), which
   sends only ConsumerGroupHeartbeat; the coordinator computes every member's
   assignment and each member reconciles alone. Its session and heartbeat
-  interval are the coordinator's, so its trials start their brokers with
-  `KIP848_BROKER_CONFIG` (`Family.broker_config`).
+  interval are the coordinator's (Kafka's defaults, `KIP848_BROKER_CONFIG`;
+  an experiment sets them as broker settings, `TrialSpec.broker_overrides`).
 
 A static member sends no LeaveGroup when it stops (Kafka's `close()` for a
 static member), so a restart changes nothing the others hear of: they report
@@ -47,16 +47,11 @@ from . import FAMILY
 STATIC_PROPS = {"group.instance.id": "{actor}"}
 COOP_PROPS = {"partition.assignment.strategy": "cooperative-sticky"}
 KIP848_PROPS = {"group.protocol": "consumer"}
-#: the coordinator's KIP-848 timings for the lab's short trials. Kafka's defaults are a heartbeat every 5 s
-#: (`group.consumer.heartbeat.interval.ms`, at least `group.consumer.min.heartbeat.interval.ms` 5000) and a 45 s
-#: session (`group.consumer.session.timeout.ms`, at least `group.consumer.min.session.timeout.ms` 45000). The lab
-#: uses the coordinator-era values its zombie experiment gives the classic consumer (session 6 s, heartbeat 2 s),
-#: so that a silent KIP-848 member is evicted after the same silence; the minimums are lowered to allow them (and
-#: the faster ones the real-broker tests set).
-KIP848_BROKER_CONFIG = {"group.consumer.heartbeat.interval.ms": "2000",
-                        "group.consumer.min.heartbeat.interval.ms": "500",
-                        "group.consumer.session.timeout.ms": "6000",
-                        "group.consumer.min.session.timeout.ms": "2000"}
+#: the coordinator's KIP-848 settings for this design's trials: none, so Kafka's defaults hold, a heartbeat every
+#: 5 s (`group.consumer.heartbeat.interval.ms`) and a 45 s session (`group.consumer.session.timeout.ms`), as the
+#: classic designs run with the Java client's defaults. An experiment that shortens the classic consumer's
+#: session (the zombie's) gives this design the same values as broker settings (`TrialSpec.broker_overrides`).
+KIP848_BROKER_CONFIG: dict[str, str] = {}
 
 
 def _with_defaults(defaults: dict[str, str]):

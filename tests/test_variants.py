@@ -3,10 +3,13 @@ config, how the consumer host loads one, and that the registry and the runner se
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from experiments.engine.families import FAMILIES
 from experiments.engine.group_watch import GroupWatch
+from experiments.engine.trial import TrialSpec
 from lab_cluster.consumer_host import load_family
 from lab_cluster.errors import LabError
 from modern_coord import FAMILY as MODERN
@@ -79,10 +82,10 @@ def test_kip848_speaks_the_consumer_protocol_and_the_family_builds_its_consumer(
         assert type(MODERN.build(MODERN.configure(PROPS, "c1"), ["t"], trace, "c1", None)) is ModernConsumer
     finally:
         trace.close()
-    # its trials' brokers get the coordinator's KIP-848 timings; the other designs' get nothing extra
-    assert KIP848.broker_config == KIP848_BROKER_CONFIG and MODERN.broker_config == {}
-    assert int(KIP848_BROKER_CONFIG["group.consumer.min.session.timeout.ms"]) <= \
-        int(KIP848_BROKER_CONFIG["group.consumer.session.timeout.ms"])
+    # its trials' brokers run with Kafka's KIP-848 defaults unless an experiment sets them (broker_overrides)
+    assert KIP848.broker_config == KIP848_BROKER_CONFIG == {} and MODERN.broker_config == {}
+    spec = TrialSpec("zombie", KIP848.name, 3, 6, broker_overrides=("group.consumer.session.timeout.ms=6000",))
+    assert TrialSpec.from_row(json.loads(json.dumps(spec.as_row()))) == spec
 
 
 def test_a_kip848_group_converges_on_one_epoch_and_even_loads():

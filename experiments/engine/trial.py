@@ -120,6 +120,9 @@ class TrialSpec:
     #: one consumer's own overrides, as `ACTOR:KEY=VALUE` (e.g. `j1:nodeId=0`, a node misconfigured on purpose);
     #: they apply after `overrides`
     member_overrides: tuple[str, ...] = ()
+    #: broker settings beyond the design's own (`Family.broker_config`), as `KEY=VALUE`: the settings that live
+    #: on the broker for a design (KIP-848's session timeout and heartbeat interval are the coordinator's)
+    broker_overrides: tuple[str, ...] = ()
     #: the scenario: each step happens once the group has converged after the one before
     steps: tuple[str, ...] = ("join", "leave")
     converge_limit_s: float = 90.0
@@ -193,6 +196,7 @@ class TrialSpec:
         del row["params"]
         row["overrides"] = json.dumps(list(self.overrides))
         row["member_overrides"] = json.dumps(list(self.member_overrides))
+        row["broker_overrides"] = json.dumps(list(self.broker_overrides))
         row["steps"] = json.dumps(list(self.steps))
         row.update({name: self.param(name) for name in PARAMS})
         row["trial"] = self.trial_id
@@ -203,6 +207,7 @@ class TrialSpec:
         values = dict(row)
         values["overrides"] = tuple(json.loads(values["overrides"]))
         values["member_overrides"] = tuple(json.loads(values.get("member_overrides") or "[]"))
+        values["broker_overrides"] = tuple(json.loads(values.get("broker_overrides") or "[]"))
         values["steps"] = tuple(json.loads(values["steps"]))
         values["params"] = {name: values[name] for name in PARAMS if values.get(name, PARAMS[name]) != PARAMS[name]}
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
@@ -333,7 +338,8 @@ class _Scenario:
         # every family's plug-in, with the settings the trial's own design needs of them (KIP-848's timings)
         broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
                                session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port,
-                               config=FAMILIES[self.spec.design].broker_config)
+                               config={**FAMILIES[self.spec.design].broker_config,
+                                       **dict(o.split("=", 1) for o in self.spec.broker_overrides)})
         self.stack.callback(broker.stop)
         self.brokers[broker_id] = broker
         return broker
