@@ -95,7 +95,11 @@ processed; messages produced after the consumers stopped are not gaps) and
 `offsets_moved_backwards` (accepted commits, in time order, lower than one
 accepted before them for the same partition) and `commits_fenced` (commits the
 coordinator refused with ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or, from the
-old process of a static member, FENCED_INSTANCE_ID).
+old process of a static member, FENCED_INSTANCE_ID; KIP-848's STALE_MEMBER_EPOCH)
+and `members_fenced` (a member told by its coordinator that it is no longer
+one, and resetting: `generation_reset` with UNKNOWN_MEMBER_ID,
+ILLEGAL_GENERATION, FENCED_INSTANCE_ID or KIP-848's FENCED_MEMBER_EPOCH; a
+KIP-848 zombie learns it from its heartbeat, often before it commits).
 
 The cross-check (`cross_check`) compares, between the runner's two
 `zk_server_counters` snapshots around each change (summed over the servers),
@@ -370,7 +374,7 @@ def stale_views(events: DataFrame) -> DataFrame:
             .withColumn("stale", F.col("v") < F.max("v").over(before)).select("trial", "ts_ns", "stale"))
 
 
-def views_in_effect(ce: DataFrame) -> DataFrame:
+def views_in_effect(ce: DataFrame, events: DataFrame | None = None) -> DataFrame:
     """trial, ts_ns, views: how many distinct membership views the group's assignments came from, at each instant.
 
     Who computes an assignment is the family's (`Family.computes`):
@@ -384,6 +388,10 @@ def views_in_effect(ce: DataFrame) -> DataFrame:
     - ``"leader"`` (the coordinator era): only the leader computes, once per
       generation, from the member list the coordinator gave it
       (`leader_assignment`): the number of distinct member lists in a generation.
+    - ``"coordinator"`` (KIP-848): the coordinator computes the target
+      assignment, once per group epoch, from its own member list (the
+      broker's `target_assignment` in `events`): the number of distinct member
+      lists in a group epoch.
     """
     by_member = [f.name for f in FAMILIES.values() if f.computes == "member"]
     moves = (ce.where(F.col("kind").isin("assigned", "consumer_stop") & F.col("design").isin(by_member))
@@ -402,12 +410,21 @@ def views_in_effect(ce: DataFrame) -> DataFrame:
                       F.array_join(F.array_sort(F.json_object_keys(field("assignment"))), ",").alias("view")))
     per_generation = Window.partitionBy("trial", "generation")
     leader = leader.select("trial", "ts_ns", F.size(F.collect_set("view").over(per_generation)).alias("views"))
-    return each_member.unionByName(leader)
+    out = each_member.unionByName(leader)
+    by_coordinator = [f.name for f in FAMILIES.values() if f.computes == "coordinator"]
+    if events is None or not by_coordinator:
+        return out
+    trials = ce.where(F.col("design").isin(by_coordinator)).select("trial").distinct()
+    target = (events.where(F.col("kind") == "target_assignment").join(trials, "trial")
+              .select("trial", "ts_ns", "generation",
+                      F.array_join(F.array_sort(F.json_object_keys(field("target"))), ",").alias("view")))
+    target = target.select("trial", "ts_ns", F.size(F.collect_set("view").over(per_generation)).alias("views"))
+    return out.unionByName(target)
 
 
 def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> DataFrame:
     """Per window, until convergence: the most views in effect at once, and the stale views read."""
-    effect = (_in_window(views_in_effect(ce), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
+    effect = (_in_window(views_in_effect(ce, events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
               .groupBy(*KEYS).agg(F.max("views").alias("view_divergence")))
     stale = (_in_window(stale_views(events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
              .groupBy(*KEYS).agg(F.count(F.when(F.col("stale"), 1)).alias("stale_views")))
@@ -430,7 +447,8 @@ def rebalance_rounds(ce: DataFrame) -> DataFrame:
     """trial, ts_ns, round: each moment a consumer adopted an assignment from a round it was not in before.
 
     What a round is depends on who computes (`Family.computes`): the coordinator
-    era's generation (`assigned.generation`); where each member computes, the
+    era's generation (`assigned.generation`; KIP-848's member epoch, which a member
+    takes from the group epoch); where each member computes, the
     membership view it computed from (`assigned.view`: the ZooKeeper era's
     cversion of the ids node, RocketMQ's id list, TubeMQ's fixed `sourceCount`,
     which never changes). An `assigned` counts only if its round differs from the
@@ -439,7 +457,7 @@ def rebalance_rounds(ce: DataFrame) -> DataFrame:
     plans at its master, and its members' view is always "master": its rounds are
     the master's rebalance ids its consumers carried out (`tubemq_event`).
     """
-    by_leader = [f.name for f in FAMILIES.values() if f.computes == "leader"]
+    by_leader = [f.name for f in FAMILIES.values() if f.computes in ("leader", "coordinator")]
     key = F.when(F.col("design").isin(by_leader), F.concat(F.lit("generation "), F.col("generation").cast("string"))
                  ).otherwise(F.concat(F.lit("view "), F.coalesce(field("view"), F.lit(""))))
     mine = Window.partitionBy("trial", "actor").orderBy("ts_ns")
@@ -596,11 +614,18 @@ def trial_metrics(events: DataFrame) -> DataFrame:
                                           F.count(F.lit(1)).alias("messages_processed"))
     made = produced.groupBy("trial").agg(F.count(F.lit(1)).alias("messages_produced"))
     fenced = events.where(commit_outcome("fenced")).groupBy("trial").agg(F.count(F.lit(1)).alias("commits_fenced"))
+    resets = (events.where((F.col("kind") == "generation_reset") & F.col("error").isin(*FENCING_ERRORS))
+              .groupBy("trial").agg(F.count(F.lit(1)).alias("members_fenced")))
     trials = events.select("trial").distinct()
     return (trials.join(dups, "trial", "left").join(gaps, "trial", "left").join(made, "trial", "left")
             .join(_backward_commits(events), "trial", "left").join(fenced, "trial", "left")
+            .join(resets, "trial", "left")
             .fillna(0, subset=["duplicates", "gaps", "messages_processed", "messages_produced",
-                               "offsets_moved_backwards", "commits_fenced"]))
+                               "offsets_moved_backwards", "commits_fenced", "members_fenced"]))
+
+
+#: the coordinator's answers that tell a member it is no longer one (it resets and rejoins)
+FENCING_ERRORS = ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "FENCED_INSTANCE_ID", "FENCED_MEMBER_EPOCH")
 
 
 def _backward_commits(events: DataFrame) -> DataFrame:

@@ -41,8 +41,10 @@ class Family:
     build: Callable[..., GroupMember]
     settled_state: str  # the state a member reports once it consumes its share
     #: who computes an assignment, from which view: "member" (each member splits the membership it read;
-    #: its `assigned` event carries the view's id, `view`) or "leader" (one member per generation, from the
-    #: member list the coordinator gave it: `leader_assignment`); `experiments/metrics.py: views_in_effect`
+    #: its `assigned` event carries the view's id, `view`), "leader" (one member per generation, from the
+    #: member list the coordinator gave it: `leader_assignment`) or "coordinator" (KIP-848: the coordinator,
+    #: once per group epoch, from its own member list: the broker's `target_assignment`);
+    #: `experiments/metrics.py: views_in_effect`
     computes: str
     #: the link a `cut` blackholes: "zk" (its own ZooKeeper link), "coordinator" (its link to its coordinator) or
     #: "brokers" (its links to every broker: where membership and data share one channel per broker)
@@ -72,9 +74,9 @@ class Family:
 
     def __post_init__(self):
         if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator", "brokers") \
-                or self.computes not in ("member", "leader"):
+                or self.computes not in ("member", "leader", "coordinator"):
             raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk, coordinator or "
-                             "brokers, computes member or leader")
+                             "brokers, computes member, leader or coordinator")
         if self.victim_link == "coordinator" and self.find_coordinator is None:
             raise ValueError(f"family {self.name}: a coordinator victim link needs find_coordinator")
         if self.victim_link != "zk" and not self.via_config:

@@ -75,7 +75,7 @@ STATIC_COOP = replace(FAMILY, name="modern-static-coop", label="coordinator era,
 #: one epoch), not for a rebalance from every member
 KIP848 = replace(FAMILY, name="modern-kip848", label="coordinator era, consumer protocol (KIP-848)",
                  colour="tab:brown", package="modern_coord.variants:KIP848", configure=_with_defaults(KIP848_PROPS),
-                 every_member_rebalances=False, broker_config=KIP848_BROKER_CONFIG,
+                 every_member_rebalances=False, broker_config=KIP848_BROKER_CONFIG, computes="coordinator",
                  stops_by="committed, revoked and sent a leave heartbeat (member epoch -1; -2 for a static member)")
 
 VARIANTS = (STATIC, COOP, STATIC_COOP, KIP848)

@@ -15,6 +15,11 @@ newcomer waits for, per design:
   answers only when every member has rejoined, each learning of the
   rebalance at its next heartbeat (`heartbeat.interval.ms`, 3 s), then
   SyncGroup, OffsetFetch and a fetch;
+- the consumer protocol (`modern-kip848`, KIP-848): FindCoordinator, then a
+  ConsumerGroupHeartbeat with epoch 0, answered at once; its target share is
+  still owned, so it is given each partition only once the owner, told at its
+  next heartbeat (`group.consumer.heartbeat.interval.ms`, 5 s), has revoked
+  it and said so; the newcomer hears of it at its own next heartbeat;
 - RocketMQ: its route, a heartbeat to every broker (whose pushes wake the
   others at once), one rebalance from one broker's id list, the start offset
   from the queue's broker, then a pull: it waits for nobody, so it may
@@ -51,7 +56,7 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
     "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
 }
-DESIGNS = ("legacy", "modern", "rocketmq", "tubemq", "tubemq-server")
+DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "tubemq-server")
 #: TubeMQ's scenario: node 0 departs (its share then waits: the runner watches `TUBEMQ_WATCH_S`), and a
 #: replacement takes its nodeId
 TUBEMQ_STEPS = ("depart", "join")
@@ -115,6 +120,6 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
 
 
 #: 1: the joiner's wait in the ZooKeeper era, the coordinator era and RocketMQ; 2: TubeMQ's replacement node;
-#: 3: TubeMQ's server balance
+#: 3: TubeMQ's server balance; 4: KIP-848's consumer protocol
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.first_message:first_message_section", version=3)
+                        section="experiments.report.first_message:first_message_section", version=4)

@@ -22,6 +22,13 @@ then it leaves gracefully. Each change is measured from the traces
   notification at all; each member makes a bounded number of requests to the
   coordinator per change (Heartbeat, OffsetCommit, JoinGroup, SyncGroup), so
   control messages per change grow at most linearly;
+- the consumer protocol (`modern-kip848`, KIP-848): no ZooKeeper either, and
+  no barrier: the coordinator computes the target assignment, and a member is
+  touched only if its own share changes. On a join the members that hand a
+  partition over revoke that partition alone (and the newcomer gets it once it
+  is released); on a leave the leaver's partitions are free at once and
+  nobody revokes anything. So the partitions revoked per change are at most
+  those that move, where the eager protocol revokes every partition;
 - RocketMQ: no ZooKeeper, yet the herd remains: every broker pushes
   NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group on a change
   (`rocketmq_client/broker/service.py`), so every consumer is told once per
@@ -59,7 +66,7 @@ PROFILES = {
     "quick": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
-DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
+DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq")
 #: TubeMQ's scenario, each node in its own process: a join (refused at once), the refused newcomer's leave
 #: (nothing changes), and the departure of node 0, which cannot converge: the runner watches it for
 #: `TUBEMQ_WATCH_S`, more than two of every node's metadata checks (`partMetaInfoCheckPeriodMs`, 10 s), in
@@ -128,19 +135,21 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            bool(squared), f"registration reads {_series(reads)} (log-log slope "
                                           f"{loglog_slope(reads.index, reads.values):.2f}); all ZooKeeper requests "
                                           f"{_series(zk)} (quadratic term {quadratic_term(zk.index, zk.values):.3g})"))
-        quiet = per_n(summary, "modern", change, "notifications_per_change")
-        modern_zk = per_n(summary, "modern", change, "zk_requests_per_change")
-        out.append(Finding(f"modern-{change}-no-zookeeper",
-                           f"Coordinator era, {change}: consumers receive no ZooKeeper notification and make no "
-                           "ZooKeeper request", len(quiet) >= 3 and (quiet == 0).all() and (modern_zk == 0).all(),
-                           f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
-        control = per_n(summary, "modern", change, "control_messages_per_change")
-        slope = loglog_slope(control.index, control.values)
-        linear = len(control) >= 3 and slope <= LINEAR_SLOPE_LIMIT
-        out.append(Finding(f"modern-{change}-linear-control",
-                           f"Coordinator era, {change}: control messages per change grow at most linearly "
-                           f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
-                           f"{_series(control)}; log-log slope {slope:.2f}"))
+        for design, era in (("modern", "Coordinator era"), ("modern-kip848", "Consumer protocol (KIP-848)")):
+            quiet = per_n(summary, design, change, "notifications_per_change")
+            modern_zk = per_n(summary, design, change, "zk_requests_per_change")
+            out.append(Finding(f"{design}-{change}-no-zookeeper",
+                               f"{era}, {change}: consumers receive no ZooKeeper notification and make no "
+                               "ZooKeeper request", len(quiet) >= 3 and (quiet == 0).all() and (modern_zk == 0).all(),
+                               f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
+            control = per_n(summary, design, change, "control_messages_per_change")
+            slope = loglog_slope(control.index, control.values)
+            linear = len(control) >= 3 and slope <= LINEAR_SLOPE_LIMIT
+            out.append(Finding(f"{design}-{change}-linear-control",
+                               f"{era}, {change}: control messages per change grow at most linearly "
+                               f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
+                               f"{_series(control)}; log-log slope {slope:.2f}"))
+        out.append(_kip848_revokes_only_moving(summary, change))
         rocket = per_n(summary, "rocketmq", change, "notifications_per_change")
         after = per_n(summary, "rocketmq", change, "members_after")
         brokers = BROKERS
@@ -152,6 +161,20 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            f"{_series(after)}"))
     out += _tubemq_findings(summary)
     return of_designs_run(out, summary)
+
+
+def _kip848_revokes_only_moving(summary: pd.DataFrame, change: str) -> Finding:
+    """KIP-848: the others revoke at most the partitions that move; eager revokes everything it owns."""
+    revoked = per_n(summary, "modern-kip848", change, "partitions_revoked")
+    moved = per_n(summary, "modern-kip848", change, "partitions_moved")
+    eager = per_n(summary, "modern", change, "partitions_revoked")
+    common = [n for n in revoked.index if n in eager.index]
+    ok = (len(revoked) >= 3 and all(revoked.loc[n] <= moved.loc[n] for n in revoked.index)
+          and all(revoked.loc[n] < eager.loc[n] for n in common))
+    return Finding(f"modern-kip848-{change}-revokes-only-moving",
+                   f"Consumer protocol (KIP-848), {change}: no group-wide stop; the other members revoke at most the "
+                   "partitions that move (the eager coordinator era revokes all it owns)", bool(ok),
+                   f"revoked {_series(revoked)}; moved {_series(moved)}; eager revoked {_series(eager)}")
 
 
 def _tubemq_findings(summary: pd.DataFrame) -> list[Finding]:
@@ -189,6 +212,6 @@ def _series(s: pd.Series) -> str:
 
 #: 1: the ZooKeeper-era load finding on all requests (a positive quadratic term); 2: on registration reads
 #: (at least (members after)² per change), all requests as evidence; 3: RocketMQ's family, told by every broker;
-#: 4: TubeMQ's family (a refused newcomer, a departed node's share left to nobody)
+#: 4: TubeMQ's family (a refused newcomer, a departed node's share left to nobody); 5: KIP-848's consumer protocol
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=4)
+                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=5)

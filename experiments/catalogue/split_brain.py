@@ -23,6 +23,10 @@ The finding, checked by `findings()` (and by `pytest -m split_brain`):
   member list the coordinator gives it for that generation
   (`modern_coord/coordinator/`), so every generation has exactly one view,
   whatever the ensemble under the brokers does;
+- the consumer protocol (`modern-kip848`, KIP-848): no member computes at all;
+  the coordinator computes the target assignment once per group epoch from
+  its own member list (the broker's `target_assignment`), so each epoch has
+  one view, as each classic generation does;
 - RocketMQ: no ZooKeeper in the consumers' path, but the same lag one level
   up: every consumer's link to one broker is delayed instead
   (`broker_delay_ms`), so that broker learns of each heartbeat and
@@ -58,10 +62,11 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 2.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
+DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq")
 #: what lags, per design: a ZooKeeper follower under the consumers (legacy) or under the brokers (modern), or
 #: one broker that keeps RocketMQ's membership (every consumer's link to it delayed)
-LAG_PARAM = {"legacy": "follower_delay_ms", "modern": "follower_delay_ms", "rocketmq": "broker_delay_ms"}
+LAG_PARAM = {"legacy": "follower_delay_ms", "modern": "follower_delay_ms", "modern-kip848": "follower_delay_ms",
+             "rocketmq": "broker_delay_ms"}
 #: TubeMQ's trials instead: a newcomer j1 misconfigured against a group of n, by variant
 MISCONFIGURED = {
     "same-node-id": lambda n: ("j1:nodeId=0",),  # c1's
@@ -121,6 +126,11 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
         "modern-one-view",
         "Coordinator era: every generation's assignment is computed from exactly one view, at every delay",
         len(modern) > 0 and bool((modern == 1).all()), f"view divergence {_series(modern)}"))
+    kip848 = per_delay(summary, "modern-kip848", "view_divergence")
+    out.append(Finding(
+        "modern-kip848-one-view",
+        "Consumer protocol (KIP-848): the coordinator computes each group epoch's target assignment from one member "
+        "list, at every delay", len(kip848) > 0 and bool((kip848 == 1).all()), f"view divergence {_series(kip848)}"))
     rocket = per_delay(summary, "rocketmq", "view_divergence")
     lagging = [d for d in rocket.index if d > 0]
     out.append(Finding(
@@ -163,6 +173,6 @@ def _series(s: pd.Series) -> str:
     return ", ".join(f"{d} ms: {v:,.0f}" for d, v in s.items()) or "no successful trial"
 
 
-#: 2: RocketMQ's family, with a lagging broker; 3: TubeMQ's, with a misconfigured node
+#: 2: RocketMQ's family, with a lagging broker; 3: TubeMQ's, with a misconfigured node; 4: KIP-848's protocol
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.faults:split_brain_section", keeps_timelines=True, version=3)
+                        section="experiments.report.faults:split_brain_section", keeps_timelines=True, version=4)

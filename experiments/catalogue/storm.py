@@ -36,6 +36,13 @@ duplicates, and the time until the group is stable after the last restart
 - cooperative (`modern-coop`, KIP-429): every member still rejoins, but keeps
   what it owns through the rebalance and revokes only what moves
   (`cooperative-sticky`), in a second round: more rounds, fewer stops;
+- the consumer protocol (`modern-kip848`, KIP-848): the stop leaves with epoch
+  -1 and its partitions are free at once; the others are given them at their
+  next heartbeat, revoking nothing. The start joins with epoch 0; the
+  coordinator moves its share from the others, each of which revokes only the
+  partitions it hands over, and the newcomer gets each one once its owner has
+  acknowledged the release: no barrier, no round the whole group waits for
+  (`modern_coord/coordinator/consumer_protocol.py`, `modern_coord/kip848_consumer.py`);
 - RocketMQ: the brokers push NOTIFY_CONSUMER_IDS_CHANGED at the stop and at the
   start, and every member re-splits the queues itself
   (`rocketmq_client/rebalance.py`), dropping only the queues that move;
@@ -64,8 +71,8 @@ PROFILES = {
     "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-static-coop", "rocketmq", "tubemq",
-           "tubemq-server")
+DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-static-coop", "modern-kip848", "rocketmq",
+           "tubemq", "tubemq-server")
 EAGER = ("legacy", "modern")  # every member stops for every rebalance
 STATIC = ("modern-static", "modern-static-coop")
 COOPERATIVE = ("modern-coop", "modern-static-coop")
@@ -168,6 +175,14 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
         "so the rolling restart takes more rounds than the eager protocol's",
         both and coop.generations.min() > eager.generations.max(),
         _evidence(pd.concat([coop, eager]), ["generations"])))
+    kip848 = t[t.design == "modern-kip848"]
+    both = len(kip848) > 0 and len(eager) > 0
+    out.append(Finding(
+        "modern-kip848-revokes-only-moving",
+        "Consumer protocol (KIP-848): the live members revoke only the partitions they hand over, far fewer than "
+        "the eager coordinator era's, and no member waits for a group-wide round",
+        both and kip848.partitions_revoked.max() * 2 < eager.partitions_revoked.min(),
+        _evidence(pd.concat([kip848, eager]), ["partitions_revoked", "members_revoking"])))
     rocket = t[t.design == "rocketmq"]
     others = t[t.design != "rocketmq"]
     out.append(Finding(
@@ -215,6 +230,7 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
                      for r in rows.itertuples())
 
 
-#: 1: a rolling restart of N, every design of the registry (its static and cooperative variants among them)
+#: 1: a rolling restart of N, every design of the registry (its static and cooperative variants among them);
+#: 2: KIP-848's consumer protocol among them
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.storm:storm_section", keeps_timelines=True)
+                        section="experiments.report.storm:storm_section", keeps_timelines=True, version=2)

@@ -33,6 +33,15 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
   backwards. It does not stop the zombie fetching: duplicates remain possible
   in both eras, which is why Kafka's answer to them is idempotent processing or
   transactions, not the group protocol;
+- the consumer protocol (`modern-kip848`, KIP-848): the coordinator fences by
+  member epoch. Its session (the broker's `group.consumer.session.timeout.ms`,
+  here 6 s as the classic consumer's) expires, the member is removed and its
+  partitions go to `c2`; on waking, its heartbeat is answered
+  UNKNOWN_MEMBER_ID (or FENCED_MEMBER_EPOCH) and a commit under its old epoch
+  UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH: it drops everything as lost and
+  rejoins with epoch 0. Which it learns first depends on which request it
+  sends first, so the finding counts either (`commits_fenced`,
+  `members_fenced`);
 - RocketMQ: nothing fences anything. A broker forgets a silent consumer only
   when its scan finds no heartbeat for 120 s, and tells nobody
   (`rocketmq_client/broker/consumer_manager.py`); the others take its queues at
@@ -69,7 +78,7 @@ PROFILES = {
     "quick": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [2, 4], "partitions": 8, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "rocketmq", "tubemq")
+DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq")
 VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
 #: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
 #: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
@@ -78,14 +87,22 @@ OVERRIDES = {
     "legacy": ("auto.commit.interval.ms=1000", "lab.processing.ms=20"),
     "modern": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
                "heartbeat.interval.ms=2000", "request.timeout.ms=10000"),
+    # KIP-848: the session and heartbeat are the coordinator's (BROKER_OVERRIDES)
+    "modern-kip848": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "request.timeout.ms=10000"),
     "rocketmq": ("persistConsumerOffsetInterval=1000", "lab.processing.ms=20"),
     "tubemq": ("lab.processing.ms=20",),  # it commits every batch it processed (confirmConsume)
+}
+#: KIP-848's session and heartbeat, the classic consumer's values above, set where they live: on the broker
+#: (their lower bounds, 45 s and 5 s by default, lowered to allow them)
+BROKER_OVERRIDES = {
+    "modern-kip848": ("group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=6000",
+                      "group.consumer.heartbeat.interval.ms=2000", "group.consumer.min.heartbeat.interval.ms=2000"),
 }
 #: how long the group may take to converge without the victim: a ZooKeeper session or a coordinator's member
 #: expires after 6 s; a RocketMQ broker drops a silent channel after 120 s (its scan runs every 10 s) and the
 #: others notice at their next periodic rebalance (20 s). A TubeMQ group cannot converge without its node: the
 #: runner watches for 40 s, past the 30 s after which a broker releases a silent holder's registrations.
-CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "rocketmq": 240.0, "tubemq": 40.0}
+CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "modern-kip848": 60.0, "rocketmq": 240.0, "tubemq": 40.0}
 #: the designs whose group never converges without the victim (its share waits for it)
 WAITS_FOR_VICTIM = ("tubemq",)
 HOLD_S = 3.0
@@ -96,6 +113,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, variant=variant,
                       layout="spread", steps=steps, params={"hold_s": HOLD_S}, overrides=OVERRIDES[design],
+                      broker_overrides=BROKER_OVERRIDES.get(design, ()),
                       converge_limit_s=CONVERGE_LIMIT_S[design], converge_required=design not in WAITS_FOR_VICTIM)
             for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
             for seed in range(seeds or p["seeds"])]
@@ -110,7 +128,8 @@ def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
         zombie_commits_accepted=("zombie_commits_accepted", "sum"),
         processed_after_loss=("processed_after_loss", "sum"),
         duplicates=("duplicates", "first"), gaps=("gaps", "first"),
-        offsets_moved_backwards=("offsets_moved_backwards", "first"), commits_fenced=("commits_fenced", "first"))
+        offsets_moved_backwards=("offsets_moved_backwards", "first"), commits_fenced=("commits_fenced", "first"),
+        members_fenced=("members_fenced", "first"))
 
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
@@ -134,6 +153,17 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                                      & (mv.offsets_moved_backwards == 0)
                                                      & (mv.commits_fenced > 0)).all()),
             _evidence(mv, ["commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards", "duplicates"])))
+    kip848 = t[t.design == "modern-kip848"]
+    for variant in VARIANTS:
+        kv = kip848[kip848.variant == variant]
+        out.append(Finding(
+            f"modern-kip848-{variant}-fenced",
+            f"Consumer protocol (KIP-848), {variant}: the zombie is fenced by its member epoch (its commit refused "
+            "or its heartbeat told it is no member), none of its commits is accepted, no committed offset moves "
+            "backwards", len(kv) > 0 and bool(((kv.zombie_commits_accepted == 0) & (kv.offsets_moved_backwards == 0)
+                                                & (kv.commits_fenced + kv.members_fenced > 0)).all()),
+            _evidence(kv, ["commits_fenced", "members_fenced", "zombie_commits_accepted", "offsets_moved_backwards",
+                           "duplicates"])))
     rocket = t[t.design == "rocketmq"]
     for variant in VARIANTS:
         rv = rocket[rocket.variant == variant]
@@ -179,6 +209,7 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
 #: its commits; cut off, the blocked commit lands on the new session; an offset moves backwards in some trial);
 #: 3: RocketMQ's family; 4: TubeMQ's; 5: "processes partitions another owns" measured by the records the zombie
 #: processed after losing them (`processed_after_loss`), not by two consumers processing at the same instant
-#: (a paused zombie works through its fetched batch within milliseconds of the new owner's last record)
+#: (a paused zombie works through its fetched batch within milliseconds of the new owner's last record);
+#: 6: KIP-848's consumer protocol
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=5)
+                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=6)

@@ -31,6 +31,10 @@ MECHANISM = {
                    "KIP-429)",
     "modern-static-coop": "both: a restart within the session timeout is no rebalance at all; any other change is "
                           "cooperative (`modern_coord/variants.py`)",
+    "modern-kip848": "no barrier: the coordinator computes every member's target (`uniform`), and each member "
+                     "reconciles alone through its heartbeats, a partition handed over only once its owner has "
+                     "released it; member epochs fence heartbeats and commits "
+                     "(`modern_coord/coordinator/consumer_protocol.py`, KIP-848)",
     "tubemq-server": "the master plans at its balance tick and hands each consumer one event per heartbeat, every "
                      "release before any take; the broker fences as in client balance "
                      "(`tubemq_client/master/balancer.py`)",

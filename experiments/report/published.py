@@ -60,7 +60,8 @@ def published_summary() -> pd.DataFrame | None:
 #: metrics added after a report was published, which only the findings of designs or experiments added with
 #: them read: a summary written before them gets them empty (`with_added_columns`) instead of being refused as older
 ADDED_LATER = ("unowned_at_end", "member_partitions", "partitions_moved", "partitions_spread", "members_revoking",
-               "partitions_revoked", "generations", "unprocessed_partition_s", "processing_resumed_ms")
+               "partitions_revoked", "generations", "unprocessed_partition_s", "processing_resumed_ms",
+               "members_fenced")
 
 
 def published_computed() -> dict[str, dict[str, pd.DataFrame]]:
