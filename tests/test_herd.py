@@ -91,6 +91,27 @@ def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffi
             assert checked[fid].holds, checked[fid]
 
 
+def test_kip848_touches_only_the_members_whose_share_moves(herd_run):
+    """KIP-848: no ZooKeeper, one target per group epoch, and no group-wide stop: the others revoke at most the
+    partitions that move (on a leave, none), where the eager coordinator era revokes everything it owns."""
+    summary = herd_run[2]
+    kip848 = summary[summary.design == "modern-kip848"]
+    assert len(kip848) == 2 * len(NS)
+    assert (kip848.notifications_per_change == 0).all() and (kip848.zk_requests_per_change == 0).all()
+    assert (kip848.view_divergence.fillna(1) == 1).all()
+    assert (kip848.partitions_revoked.fillna(0) <= kip848.partitions_moved.fillna(0)).all(), \
+        kip848[["consumers", "change", "partitions_revoked", "partitions_moved"]]
+    assert (kip848[kip848.change == "leave"].partitions_revoked.fillna(0) == 0).all()
+    eager = summary[(summary.design == "modern") & (summary.change == "join")].set_index("consumers")
+    for row in kip848[kip848.change == "join"].itertuples():
+        assert (row.partitions_revoked or 0) < eager.loc[row.consumers, "partitions_revoked"], row
+    checked = by_id(herd.findings(summary))
+    for change in ("join", "leave"):
+        for fid in (f"modern-kip848-{change}-no-zookeeper", f"modern-kip848-{change}-linear-control",
+                    f"modern-kip848-{change}-revokes-only-moving"):
+            assert checked[fid].holds, checked[fid]
+
+
 def test_rocketmq_consumers_are_told_by_every_broker_and_never_touch_zookeeper(herd_run):
     summary = herd_run[2]
     rocket = summary[summary.design == "rocketmq"]

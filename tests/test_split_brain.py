@@ -72,6 +72,23 @@ def test_the_coordinator_era_computes_from_one_view_per_generation(split_run):
     assert all(len(views) == 1 for views in members_by_generation.values()), members_by_generation
 
 
+def test_kip848_coordinator_computes_one_target_per_group_epoch(split_run):
+    run_dir, _, summary = split_run
+    kip848 = summary[summary.design == "modern-kip848"].iloc[0]
+    assert kip848.view_divergence == 1 and kip848.notifications_per_change == 0, kip848.to_dict()
+    # every target assignment the coordinator computed, read back from the brokers' traces
+    members_by_epoch: dict[int, set[str]] = {}
+    for path in (run_dir / "trials").glob("*modern-kip848*/traces/broker-*.jsonl"):
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            if event["kind"] == "target_assignment":
+                members = ",".join(sorted(json.loads(event["fields"])["target"]))
+                members_by_epoch.setdefault(event["generation"], set()).add(members)
+    assert len(members_by_epoch) >= 2, members_by_epoch  # the group's formation and the churn's
+    assert all(len(views) == 1 for views in members_by_epoch.values()), members_by_epoch
+    assert by_id(split_brain.findings(summary))["modern-kip848-one-view"].holds
+
+
 def test_with_a_lagging_broker_rocketmq_consumers_allocate_from_different_id_lists(split_run):
     summary = split_run[2]
     rocket = summary[summary.design == "rocketmq"].iloc[0]

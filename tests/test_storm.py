@@ -20,7 +20,7 @@ from experiments.engine.finding import by_id
 
 pytestmark = [pytest.mark.storm, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-DESIGNS = ("legacy", "modern", "modern-static", "modern-coop")
+DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-kip848")
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,7 @@ def test_static_members_bounce_without_a_rebalance_and_eager_ones_stop_the_group
     for finding in ("modern-static-bounce-no-rebalance", "legacy-restart-stops-everyone",
                     "modern-restart-stops-everyone", "legacy-more-rounds-than-static",
                     "modern-more-rounds-than-static", "modern-coop-revokes-only-moving", "modern-coop-more-rounds",
+                    "modern-kip848-revokes-only-moving",
                     "all-stable-after-storm"):
         assert checked[finding].holds, checked[finding]
 

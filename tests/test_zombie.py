@@ -73,6 +73,22 @@ def test_the_coordinator_era_zombie_is_fenced_and_no_committed_offset_moves_back
     assert checked["modern-pause-fenced"].holds and checked["modern-cut-fenced"].holds, checked
 
 
+def test_the_kip848_zombie_is_fenced_by_its_member_epoch(zombie_run):
+    """KIP-848: its commit is refused (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID) or its heartbeat tells it it is no
+    member (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH); nothing it commits lands, no offset moves backwards."""
+    run_dir, _, summary = zombie_run
+    trials = zombie.per_trial(summary)
+    kip848 = trials[trials.design == "modern-kip848"]
+    assert len(kip848) == 2
+    assert (kip848.zombie_commits_accepted == 0).all() and (kip848.offsets_moved_backwards == 0).all()
+    assert ((kip848.commits_fenced + kip848.members_fenced) > 0).all(), kip848.to_dict("records")
+    marks = pd.read_csv(run_dir / "marks.csv")
+    fenced = marks[(marks.kind == "commit_fenced") & marks.trial.str.contains("kip848")]
+    assert set(fenced.label.str.split().str[0]) <= {"STALE_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"}
+    checked = by_id(zombie.findings(summary))
+    assert checked["modern-kip848-pause-fenced"].holds and checked["modern-kip848-cut-fenced"].holds, checked
+
+
 def test_rocketmq_fences_nothing_the_zombies_commits_are_accepted(zombie_run):
     run_dir, _, summary = zombie_run
     trials = zombie.per_trial(summary)
