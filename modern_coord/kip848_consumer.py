@@ -1,4 +1,4 @@
-"""The consumer for `group.protocol=consumer` (KIP-848): Kafka 4.0's `AsyncKafkaConsumer`, as the lab runs it.
+"""The consumer for `group.protocol=consumer` (KIP-848): Kafka's `AsyncKafkaConsumer` (4.0 line), as the lab runs it.
 
 It never sends JoinGroup or SyncGroup and never computes an assignment. What
 it knows of the group comes from one request, `ConsumerGroupHeartbeat`; what
@@ -68,7 +68,21 @@ thread runs the callbacks at its next poll: the same order); no commit is sent
 while the member has no epoch (Kafka sends one without a member id and
 epoch, which the coordinator refuses for a group with members); a fatal error
 stops the consumer (Kafka raises it from `poll()` and leaves closing to the
-application).
+application). Also, found by an audit against the Kafka snapshot the lab
+follows (trunk of October 2024, before 4.0.0): the commit before a revocation
+is synchronous in the poll loop, which fetches nothing meanwhile (Kafka
+commits asynchronously and goes on fetching the partitions it keeps, pausing
+only the revoked ones); a commit sends only the positions that moved since
+the last accepted one, as the lab's classic consumer does (Kafka sends every
+consumed position); while no coordinator is known a commit is recorded as
+failed and retried after `retry.backoff.ms` with no growth (Kafka queues it
+until a coordinator is found, and backs off exponentially with jitter); the
+commit on close is tried once, after the heartbeat thread has stopped (Kafka
+retries it until the close times out, heartbeating meanwhile). None of these
+changes what the coordinator accepts; they change what a trace shows around a
+revocation (fewer records processed during the commit, so fewer duplicates).
+The member id is the coordinator's, as in this snapshot's v0 (KIP-1082, in
+4.0.0, has the client make it).
 
 Usage::
 
@@ -434,6 +448,10 @@ class Kip848Consumer(MembershipListener):
             if threading.current_thread() is not self._hb_thread:
                 self._hb_thread.join(self.config.request_timeout_ms / 1000 + 1)
             with self._lock:
+                if self.membership.state is MemberState.FENCED:
+                    # Kafka's leaveGroup: a fenced member clears its assignment (lost, below) and sends nothing;
+                    # releasing first would rejoin it (FENCED -> JOINING) and send a leave under its old id
+                    self.membership.leave()
                 lost = self.membership.lost_pending
                 in_group = self.membership.member_epoch > 0 and not self.membership.is_not_in_group()
             if lost:

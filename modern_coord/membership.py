@@ -1,4 +1,4 @@
-"""A member of a KIP-848 consumer group, with no I/O: Kafka 4.0's `ConsumerMembershipManager` and the request
+"""A member of a KIP-848 consumer group, with no I/O: Kafka's `ConsumerMembershipManager` (the 4.0 line) and the request
 side of its `ConsumerHeartbeatRequestManager`.
 
 Under `group.protocol=consumer` (KIP-848) there is no JoinGroup, no SyncGroup

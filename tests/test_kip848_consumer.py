@@ -5,6 +5,7 @@ what a fenced or stale member releases."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -124,3 +125,22 @@ def test_a_member_with_no_epoch_sends_no_commit(consumer):
     c = consumer
     c._positions = {T0: 1}
     assert c._commit_positions("auto-commit") is None and not c.calls.log
+
+
+def test_a_fenced_member_that_closes_loses_its_partitions_and_sends_no_leave(consumer):
+    """Kafka's `leaveGroup` for a FENCED member: the assignment is cleared (lost) and no heartbeat is sent; the
+    member does not rejoin on its way out (a leave under its old id would be refused anyway)."""
+    c = consumer
+    joined(c, 1, [0, 1])
+    c._reconcile()
+    c.membership.on_heartbeat_response({"error_code": int(ErrorCode.FENCED_MEMBER_EPOCH)}, 5)
+    c.calls.log.clear()
+    sent = []
+    c._send_leave = lambda: sent.append("leave")
+    c._hb_thread = threading.current_thread()  # never started: nothing to wait for
+    c.fetcher.close = lambda: None
+    c._leave()
+    assert sent == [] and c.state is MemberState.UNSUBSCRIBED
+    assert c.calls.log == [("revoked", [T0, T1])]  # no OffsetCommit, no ConsumerGroupHeartbeat
+    assert json.loads(c.events("revoked")[-1]["fields"])["lost"] is True
+    assert not c.events("generation_reset") or all(e["error"] != "NONE" for e in c.events("generation_reset"))
