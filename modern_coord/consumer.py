@@ -260,7 +260,76 @@ class ConsumerFailed(Exception):
     pass
 
 
-class ModernConsumer:
+class CoordinatorLink:
+    """The member's connections to its group's coordinator, shared by both consumers (classic and KIP-848): find
+    it, mark it unknown, send a request on the poll loop's connection. The poll loop and the heartbeat thread
+    each have their own connection (`_coord_client`, `_hb_client`), as Java's client has one per thread.
+
+    A consumer using it has `config`, `trace`, `fetcher`, `_lock`, `_lookup_lock`, `_stop`, `_coordinator`,
+    `_coord_client` and `_hb_client`."""
+
+    def _coordinator_unknown(self, why: str) -> None:
+        with self._lock:
+            if self._coordinator is None:
+                return
+            self._coordinator = None
+            for client in (self._coord_client, self._hb_client):
+                if client is not None:
+                    client.close()
+            self._coord_client = self._hb_client = None
+        self.trace.record("coordinator_lost", reason=why)
+
+    def _ensure_coordinator(self) -> bool:
+        """Ask the known brokers, then the bootstrap ones, until one answers; True once a coordinator is known
+        (one lookup at a time: the heartbeat thread and the poll loop may both try)."""
+        with self._lookup_lock:
+            with self._lock:
+                if self._coordinator is not None:
+                    return True
+            for host, port in list(self.fetcher.brokers.values()) + self.config.bootstrap:
+                try:
+                    response = find_coordinator(host, port, self.config.group_id, self.config.client_id)
+                except ConnectionError:
+                    continue  # no answer: ask the next broker
+                if self._handle_find_coordinator_response(response):
+                    return True
+                break  # retry, after the back-off
+            self._stop.wait(self.config.retry_backoff_ms / 1000)
+            return False
+
+    def _handle_find_coordinator_response(self, response: dict) -> bool:
+        """FindCoordinator's answer: connect to the coordinator it names (True), or not found (False)."""
+        error = ErrorCode(response.get("error_code", 0))
+        self.trace.record("find_coordinator", error=error.name, node=response.get("node_id"))
+        action = error_action("FindCoordinator", error)
+        if action is Action.FATAL:
+            raise ConsumerFailed(f"FindCoordinator: {error.name}: {response.get('message', '')}")
+        if action is not Action.PROCEED:
+            return False
+        timeout = self.config.request_timeout_ms / 1000
+        # lab only: the route through a fault proxy, if the experiment gave one (see config.py)
+        address = self.config.coordinator_via or (response["host"], response["port"])
+        with self._lock:
+            self._coordinator = address
+            self._coord_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
+            self._hb_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
+        return True
+
+    def _call_coordinator(self, api: str, *, timeout_s: float | None = None, **body) -> dict | None:
+        """One request on the poll loop's connection; None if there is none or it failed (the coordinator is then
+        marked unknown, and looked up again)."""
+        with self._lock:
+            client = self._coord_client
+        if client is None:
+            return None
+        try:
+            return client.request(api, timeout_s=timeout_s, group_id=self.config.group_id, **body)
+        except ConnectionError as exc:
+            self._coordinator_unknown(f"{api}: {exc}")
+            return None
+
+
+class ModernConsumer(CoordinatorLink):
     def __init__(self, config: ConsumerConfig, topics: list[str], trace: TraceRecorder, *, name: str = "c",
                  listener: RebalanceListener | None = None,
                  on_change: Callable[[ModernConsumer], None] | None = None):
@@ -371,69 +440,6 @@ class ModernConsumer:
             self._needs_join_prepare = True  # Java's resetStateAndRejoin
         self.trace.record("generation_reset", error=code.name, member=self.member_id)
         self._set_state(MemberState.UNJOINED)
-
-    def _coordinator_unknown(self, why: str) -> None:
-        with self._lock:
-            if self._coordinator is None:
-                return
-            self._coordinator = None
-            for client in (self._coord_client, self._hb_client):
-                if client is not None:
-                    client.close()
-            self._coord_client = self._hb_client = None
-        self.trace.record("coordinator_lost", reason=why)
-
-    # -- coordinator discovery ---------------------------------------------------------
-    def _ensure_coordinator(self) -> bool:
-        with self._lookup_lock:
-            return self._lookup_coordinator()
-
-    def _lookup_coordinator(self) -> bool:
-        with self._lock:
-            if self._coordinator is not None:
-                return True
-        candidates = list(self.fetcher.brokers.values()) + self.config.bootstrap
-        for host, port in candidates:
-            try:
-                response = find_coordinator(host, port, self.config.group_id, self.config.client_id)
-            except ConnectionError:
-                continue  # no answer: ask the next broker
-            if self._handle_find_coordinator_response(response):
-                return True
-            break  # retry, after the back-off
-        self._stop.wait(self.config.retry_backoff_ms / 1000)
-        return False
-
-    def _handle_find_coordinator_response(self, response: dict) -> bool:
-        """FindCoordinator's answer: connect to the coordinator it names (True), or not found (False)."""
-        error = ErrorCode(response.get("error_code", 0))
-        self.trace.record("find_coordinator", error=error.name, node=response.get("node_id"))
-        action = error_action("FindCoordinator", error)
-        if action is Action.FATAL:
-            raise ConsumerFailed(f"FindCoordinator: {error.name}: {response.get('message', '')}")
-        if action is not Action.PROCEED:
-            return False
-        timeout = self.config.request_timeout_ms / 1000
-        # lab only: the route through a fault proxy, if the experiment gave one (see config.py)
-        address = self.config.coordinator_via or (response["host"], response["port"])
-        with self._lock:
-            self._coordinator = address
-            self._coord_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
-            self._hb_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
-        return True
-
-    def _call_coordinator(self, api: str, *, timeout_s: float | None = None, **body) -> dict | None:
-        """One request on the poll loop's connection; None if the connection failed (the coordinator is then
-        marked unknown)."""
-        with self._lock:
-            client = self._coord_client
-        if client is None:
-            return None
-        try:
-            return client.request(api, timeout_s=timeout_s, group_id=self.config.group_id, **body)
-        except ConnectionError as exc:
-            self._coordinator_unknown(f"{api}: {exc}")
-            return None
 
     # -- the poll loop -------------------------------------------------------------------
     def _poll_loop(self) -> None:

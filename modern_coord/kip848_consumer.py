@@ -104,18 +104,15 @@ from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
 
 from .config import ConsumerConfig
-from .consumer import ConsumerFailed
+from .consumer import ConsumerFailed, CoordinatorLink
 from .fetcher import Fetcher
-from .lookup import find_coordinator
 from .member import RebalanceListener, TopicPartition
-from .membership import Action, Membership, MembershipListener, MemberState, Reconciliation, from_topic_partitions
+from .membership import Action, Membership, MemberState, Reconciliation, from_topic_partitions
 
 COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT)
 #: commit answers that say this member may not commit (the `commit` event's outcome `fenced`)
 COMMIT_FENCED = (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID,
                  ErrorCode.ILLEGAL_GENERATION)
-#: FindCoordinator answers that no retry mends
-LOOKUP_FATAL = (ErrorCode.INVALID_GROUP_ID, ErrorCode.INVALID_REQUEST)
 
 
 def commit_retriable_before_revocation(error: ErrorCode | None, epoch: int) -> bool:
@@ -134,7 +131,7 @@ def commit_retriable_before_revocation(error: ErrorCode | None, epoch: int) -> b
     return error in COORDINATOR_GONE or error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
-class Kip848Consumer(MembershipListener):
+class Kip848Consumer(CoordinatorLink):
     def __init__(self, config: ConsumerConfig, topics: list[str], trace: TraceRecorder, *, name: str = "c",
                  listener: RebalanceListener | None = None,
                  on_change: Callable[[Kip848Consumer], None] | None = None):
@@ -231,61 +228,6 @@ class Kip848Consumer(MembershipListener):
             self.on_change(self)
 
     # -- the coordinator ---------------------------------------------------------------------------
-    def _ensure_coordinator(self) -> bool:
-        with self._lookup_lock:
-            with self._lock:
-                if self._coordinator is not None:
-                    return True
-            for host, port in list(self.fetcher.brokers.values()) + self.config.bootstrap:
-                try:
-                    response = find_coordinator(host, port, self.config.group_id, self.config.client_id)
-                except ConnectionError:
-                    continue  # no answer: ask the next broker
-                if self._handle_find_coordinator_response(response):
-                    return True
-                break
-            self._stop.wait(self.config.retry_backoff_ms / 1000)
-            return False
-
-    def _handle_find_coordinator_response(self, response: dict) -> bool:
-        error = ErrorCode(response.get("error_code", 0))
-        self.trace.record("find_coordinator", error=error.name, node=response.get("node_id"))
-        if error in LOOKUP_FATAL:
-            raise ConsumerFailed(f"FindCoordinator: {error.name}: {response.get('message', '')}")
-        if error is not ErrorCode.NONE:
-            return False
-        timeout = self.config.request_timeout_ms / 1000
-        address = self.config.coordinator_via or (response["host"], response["port"])  # lab: a fault proxy
-        with self._lock:
-            self._coordinator = address
-            self._coord_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
-            self._hb_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
-        return True
-
-    def _coordinator_unknown(self, why: str) -> None:
-        with self._lock:
-            if self._coordinator is None:
-                return
-            self._coordinator = None
-            for client in (self._coord_client, self._hb_client):
-                if client is not None:
-                    client.close()
-            self._coord_client = self._hb_client = None
-        self.trace.record("coordinator_lost", reason=why)
-
-    def _call_coordinator(self, api: str, **body) -> dict | None:
-        """One request on the poll loop's connection; None if there is none or it failed (then the coordinator is
-        marked unknown, and the heartbeat thread looks it up again)."""
-        with self._lock:
-            client = self._coord_client
-        if client is None:
-            return None
-        try:
-            return client.request(api, group_id=self.config.group_id, **body)
-        except ConnectionError as exc:
-            self._coordinator_unknown(f"{api}: {exc}")
-            return None
-
     # -- the heartbeat thread ----------------------------------------------------------------------
     def _heartbeat_loop(self) -> None:
         try:

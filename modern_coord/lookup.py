@@ -4,7 +4,7 @@ Any broker answers FindCoordinator for any group: the coordinator is the
 leader of `__consumer_offsets` partition `partitionFor(group)`
 (`coordinator/coordinator.py: partition_for`). Until that topic exists and has a leader the
 answer is COORDINATOR_NOT_AVAILABLE, which a client retries. The consumer asks
-once per lookup (`consumer.py: _lookup_coordinator`, which also handles the
+once per lookup (`consumer.py: CoordinatorLink`, which also handles the
 fatal errors); the trial runner, the benchmark and the tests, which only need
 the address, wait with `wait_for_coordinator`.
 """

@@ -411,23 +411,21 @@ class ConsumerGroupHeartbeats:
         empty group."""
         if isinstance(member_epoch, int) and member_epoch < 0 and not group.members:
             return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return None
+        return self._epoch_error(group, member_id, member_epoch)
 
     def validate_fetch(self, group: ConsumerGroup, member_id, member_epoch) -> ErrorCode | None:
         """Kafka's `validateOffsetFetch`: without a member id and epoch, anyone may read."""
         if member_id is None and (member_epoch is None or member_epoch < 0):
             return None
+        return self._epoch_error(group, member_id, member_epoch)
+
+    @staticmethod
+    def _epoch_error(group: ConsumerGroup, member_id, member_epoch) -> ErrorCode | None:
+        """Kafka's `validateMemberEpoch` for a consumer-protocol member: known, and at its current epoch."""
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return None
+        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else None
 
     # -- __consumer_offsets ---------------------------------------------------------------
     def _store(self, group: ConsumerGroup) -> None:
