@@ -52,6 +52,16 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_cached_spark_data():
+    """After each module: the one Spark session of the test run keeps no module's cached data."""
+    yield
+    from lab_cluster.spark import cached_datasets
+
+    left = cached_datasets()
+    assert not left, f"the module left data cached in the test run's Spark session: {left}"
+
+
 @pytest.fixture(scope="session")
 def zk():
     """The test process's own real ZooKeeper server."""

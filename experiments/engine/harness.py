@@ -198,44 +198,46 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     events = spark.read.schema(TRACE_SCHEMA).json(store.join(run_uri, "trials", "*", "traces", "*.jsonl"))
     # cached: every metric below reads the same events, which would otherwise be parsed from JSON each time
     events = (events.where(F.col("trial").isin(ran)) if ran else events.limit(0)).cache()
-    per_change = (metrics.change_metrics(events)
-                  .join(metrics.cross_check(events), metrics.KEYS, "left").toPandas())
-    per_trial = metrics.trial_metrics(events).toPandas()
-    configs = consumer_configs(events)
-    problems: dict[str, list[str]] = {}
-    must_converge = {s.trial_id for s in specs if s.converge_required}
-    for row in incomplete_trials(events).collect():
-        problems.setdefault(row.trial, []).append(row.problem)
-    for row in per_change.itertuples():
-        if isinstance(row.cross_check_problem, str):
-            problems.setdefault(row.trial, []).append(row.cross_check_problem)
-        if not row.converged and row.trial in must_converge:
-            problems.setdefault(row.trial, []).append(
-                f"change {row.change_index} ({row.change}) did not converge: some partition has no live owner or two "
-                "at the window's end")
-    per_change = per_change.drop(columns=["cross_check_problem"])
+    try:
+        per_change = (metrics.change_metrics(events)
+                      .join(metrics.cross_check(events), metrics.KEYS, "left").toPandas())
+        per_trial = metrics.trial_metrics(events).toPandas()
+        configs = consumer_configs(events)
+        problems: dict[str, list[str]] = {}
+        must_converge = {s.trial_id for s in specs if s.converge_required}
+        for row in incomplete_trials(events).collect():
+            problems.setdefault(row.trial, []).append(row.problem)
+        for row in per_change.itertuples():
+            if isinstance(row.cross_check_problem, str):
+                problems.setdefault(row.trial, []).append(row.cross_check_problem)
+            if not row.converged and row.trial in must_converge:
+                problems.setdefault(row.trial, []).append(
+                    f"change {row.change_index} ({row.change}) did not converge: some partition has no live owner "
+                    "or two at the window's end")
+        per_change = per_change.drop(columns=["cross_check_problem"])
 
-    grid = pd.DataFrame([s.as_row() for s in specs])
-    trials = grid.merge(results, on="trial", how="left").merge(per_trial, on="trial", how="left")
-    for trial, reasons in problems.items():
-        mask = trials["trial"] == trial
-        trials.loc[mask, "status"] = "failed"
-        trials.loc[mask, "reason"] = "; ".join(sorted(reasons))
-    env = trials["environment"].fillna("{}").map(json.loads)
-    trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
-    trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
-    summary = trials.merge(per_change, on="trial", how="left")
-    for column in SUMMARY_COLUMNS:
-        if column not in summary:
-            summary[column] = None
-    summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
-                                                    *SETUP_PARAMS, "seed", "repetition", "change_index"],
-                                                   na_position="last")
-    faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
-    stretches, marks = metrics.timelines(events.where(F.col("trial").isin(faulted)))
-    timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
-                 "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}
-    events.unpersist()
+        grid = pd.DataFrame([s.as_row() for s in specs])
+        trials = grid.merge(results, on="trial", how="left").merge(per_trial, on="trial", how="left")
+        for trial, reasons in problems.items():
+            mask = trials["trial"] == trial
+            trials.loc[mask, "status"] = "failed"
+            trials.loc[mask, "reason"] = "; ".join(sorted(reasons))
+        env = trials["environment"].fillna("{}").map(json.loads)
+        trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
+        trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
+        summary = trials.merge(per_change, on="trial", how="left")
+        for column in SUMMARY_COLUMNS:
+            if column not in summary:
+                summary[column] = None
+        summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
+                                                        *SETUP_PARAMS, "seed", "repetition", "change_index"],
+                                                       na_position="last")
+        faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
+        stretches, marks = metrics.timelines(events.where(F.col("trial").isin(faulted)))
+        timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
+                     "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}
+    finally:  # also when a metric fails: a long-lived session must not keep a run's events
+        events.unpersist()
     _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), configs, timelines)
     return summary.reset_index(drop=True)
 
