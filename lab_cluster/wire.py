@@ -73,6 +73,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUEST = 42
     GROUP_ID_NOT_FOUND = 69
     MEMBER_ID_REQUIRED = 79
+    INVALID_RECORD = 87  # a produced record the broker will not store (the lab: one its logs cannot hold)
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82  # a static member's group.instance.id is now held by another member id
     # KIP-848's consumer protocol (Kafka 3.7+, GA in 4.0): member epochs instead of generations
@@ -100,7 +101,8 @@ def encode(obj: dict) -> bytes:
     return _LENGTH.pack(len(body)) + body
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+def recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    """`n` bytes from `sock`; fewer if the stream ended inside them, None if it ended before any."""
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
@@ -112,7 +114,7 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
 
 def read_frame(sock: socket.socket, max_frame_bytes: int = MAX_FRAME_BYTES) -> dict | None:
     """One decoded frame, or None at a clean end of stream."""
-    head = _recv_exactly(sock, 4)
+    head = recv_exactly(sock, 4)
     if head is None:
         return None
     if len(head) < 4:
@@ -120,7 +122,7 @@ def read_frame(sock: socket.socket, max_frame_bytes: int = MAX_FRAME_BYTES) -> d
     (length,) = _LENGTH.unpack(head)
     if length > max_frame_bytes:
         raise ProtocolViolation(f"frame of {length} bytes is over the limit of {max_frame_bytes}")
-    body = _recv_exactly(sock, length) if length else b""
+    body = recv_exactly(sock, length) if length else b""
     if body is None or len(body) < length:
         raise ProtocolViolation("the connection ended inside a frame")
     try:
@@ -179,17 +181,12 @@ class Api:
     with_channel: bool = False
 
 
-class WireServer:
-    """A threaded TCP server on loopback that dispatches frames to API handlers.
+class LoopbackServer:
+    """A threaded TCP server on loopback, one daemon thread per connection: what the lab's two listeners share
+    (this module's `WireServer` and the Kafka listener, `lab_cluster/kafka_listener/server.py`). A subclass
+    serves one connection in `_serve_connection(sock, peer)`."""
 
-    `add_api(name, versions, handler)` is the plug-in point: a broker registers
-    Produce, Fetch, ListOffsets and Metadata, and a group coordinator hosted by
-    the broker registers JoinGroup, SyncGroup and the rest.
-    """
-
-    def __init__(self, port: int = 0, max_frame_bytes: int = MAX_FRAME_BYTES, name: str = "wire"):
-        self.apis: dict[str, Api] = {}
-        self.max_frame_bytes = max_frame_bytes
+    def __init__(self, port: int = 0, name: str = "wire"):
         self.name = name
         outer = self
 
@@ -210,6 +207,35 @@ class WireServer:
         self._server = _Server((LOOPBACK, port), _Conn)
         self.port = self._server.server_address[1]
         self._thread: threading.Thread | None = None
+
+    def _serve_connection(self, sock: socket.socket, peer: tuple) -> None:
+        raise NotImplementedError
+
+    def start(self):
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"{self.name}-accept", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        # shutdown() waits for serve_forever() to return: only ask if it ever ran.
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread = None
+        self._server.server_close()
+
+
+class WireServer(LoopbackServer):
+    """The lab's JSON listener: dispatches frames to API handlers.
+
+    `add_api(name, versions, handler)` is the plug-in point: a broker registers
+    Produce, Fetch, ListOffsets and Metadata, and a group coordinator hosted by
+    the broker registers JoinGroup, SyncGroup and the rest.
+    """
+
+    def __init__(self, port: int = 0, max_frame_bytes: int = MAX_FRAME_BYTES, name: str = "wire"):
+        super().__init__(port, name)
+        self.apis: dict[str, Api] = {}
+        self.max_frame_bytes = max_frame_bytes
         self._closed_listeners: list[Callable[[Channel], None]] = []
 
     def add_api(self, name: str, versions: tuple[int, ...], handler: Handler, *, with_channel: bool = False) -> None:
@@ -221,18 +247,6 @@ class WireServer:
     def on_channel_closed(self, listener: Callable[[Channel], None]) -> None:
         """Call `listener(channel)` when a connection ends, whoever ended it (RocketMQ's channel close event)."""
         self._closed_listeners.append(listener)
-
-    def start(self) -> WireServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"{self.name}-accept", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        # shutdown() waits for serve_forever() to return: only ask if it ever ran.
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread = None
-        self._server.server_close()
 
     def dispatch(self, request: dict, channel: Channel | None = None) -> dict:
         """Answer one well-formed frame (never raises)."""

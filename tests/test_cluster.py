@@ -20,11 +20,16 @@ from lab_cluster.broker.admin import broker_addresses, leaders, wait_for_leaders
 from lab_cluster.wire import ErrorCode, WireClient, WireError, read_frame
 
 
-def test_znodes_have_kafka_08_keys_and_types(cluster):
+def test_znodes_have_kafkas_keys_and_types(cluster):
     registration = json.loads(cluster.zk.get(L.broker_path(1))[0])
-    assert set(registration) == {"version", "host", "port", "jmx_port", "timestamp"}
-    assert registration["version"] == 1 and registration["host"] == "127.0.0.1"
+    # Kafka 0.8's keys, and the listeners as Kafka 0.10.2 lists them (version 4): the lab's and Kafka's protocol
+    assert set(registration) == {"version", "host", "port", "jmx_port", "timestamp", "endpoints",
+                                 "listener_security_protocol_map"}
+    assert registration["version"] == 4 and registration["host"] == "127.0.0.1"
     assert isinstance(registration["port"], int) and registration["jmx_port"] == -1
+    assert registration["endpoints"] == [f"LAB://127.0.0.1:{cluster.brokers[1].port}",
+                                         f"PLAINTEXT://127.0.0.1:{cluster.brokers[1].kafka_port}"]
+    assert registration["listener_security_protocol_map"] == {"LAB": "PLAINTEXT", "PLAINTEXT": "PLAINTEXT"}
     assert isinstance(registration["timestamp"], str) and registration["timestamp"].isdigit()
     assert cluster.zk.exists(L.broker_path(1)).ephemeralOwner != 0
 
@@ -143,14 +148,18 @@ def test_cluster_up_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
                             cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo), COLUMNS="200"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        brokers = {}
+        brokers, kafka_bootstrap = {}, None
         for line in proc.stdout:
-            m = re.match(r"\s+broker (\d+): 127\.0\.0\.1:(\d+) leads t partitions \[(.*)\]", line)
+            m = re.match(r"\s+broker (\d+): 127\.0\.0\.1:(\d+) \(Kafka protocol: \d+\) leads t partitions \[(.*)\]",
+                         line)
             if m:
                 brokers[int(m.group(1))] = (int(m.group(2)), [int(p) for p in m.group(3).split(",") if p.strip()])
+            if line.startswith("kafka bootstrap: "):
+                kafka_bootstrap = line.removeprefix("kafka bootstrap: ").strip()
             if line.startswith("Ctrl-C"):
                 break
         assert len(brokers) == 2, proc.stderr.read()
+        assert kafka_bootstrap and len(kafka_bootstrap.split(",")) == 2
         port, led = brokers[1]
         client = WireClient("127.0.0.1", port)
         deadline = time.monotonic() + 30
@@ -159,6 +168,20 @@ def test_cluster_up_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
             records = client.call("Fetch", topic="t", partition=led[0], offset=0, max_wait_ms=500)["records"]
         assert records and records[0]["value"] == f"t/{led[0]}/0"  # the producer is producing
         client.close()
+        # a real Kafka client on the printed Kafka listeners reads the same log
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest",
+                                 enable_auto_commit=False)
+        try:
+            consumer.assign([TopicPartition("t", led[0])])
+            consumer.seek(TopicPartition("t", led[0]), 0)
+            deadline, first = time.monotonic() + 30, []
+            while not first and time.monotonic() < deadline:
+                first = consumer.poll(timeout_ms=500).get(TopicPartition("t", led[0]), [])
+            assert first and first[0].offset == 0 and first[0].value == f"t/{led[0]}/0".encode()
+        finally:
+            consumer.close()
     finally:
         interrupt(proc)
     assert "Traceback" not in proc.stderr.read()

@@ -4,7 +4,10 @@
 
 Prints the ZooKeeper connect string and the broker addresses, then keeps
 everything running for consumers (`python -m experiments consumers ...`) or
-any other client. The partition logs and traces go to `--dir` (kept) or a temp
+any other client. Every broker has two listeners: the lab's JSON protocol
+(`bootstrap servers`, for the lab's consumers) and Kafka's binary protocol
+(the line that starts with `kafka bootstrap:`, for real Kafka clients:
+kafka-python, librdkafka, the Java client). The partition logs and traces go to `--dir` (kept) or a temp
 dir (removed at exit). Ctrl-C stops the producer, the brokers and ZooKeeper.
 """
 
@@ -18,6 +21,7 @@ from rich.console import Console
 
 from experiments.engine.families import BROKER_PLUGINS
 from lab_cluster.broker.admin import BrokerProcess, broker_addresses, create_topic, wait_for_metadata
+from lab_cluster.broker.zk_layout import KAFKA_LISTENER
 from lab_cluster.cleanup import make_temp_dir
 from lab_cluster.errors import LabError
 from lab_cluster.processes import LabProcess
@@ -69,11 +73,17 @@ def run(args, stop: threading.Event | None = None) -> int:
                                       ["--zk", zk.connect, "--topic", topic, "--rate", str(args.rate),
                                        "--trial-dir", str(trial_dir)], trial_dir / "proc" / "producer.log")
             console.print(f"ZooKeeper {zk.version} on {zk.backend}: [bold]{zk.connect}[/]")
+            kafka = broker_addresses(client, listener=KAFKA_LISTENER)
             for broker_id, (host, port) in sorted(broker_addresses(client).items()):
                 led = sorted(p for p, b in leaders.items() if b == broker_id)
-                console.print(f"  broker {broker_id}: {host}:{port} leads {topic} partitions {led}")
+                kafka_port = kafka[broker_id][1] if broker_id in kafka else "-"
+                console.print(f"  broker {broker_id}: {host}:{port} (Kafka protocol: {kafka_port}) "
+                              f"leads {topic} partitions {led}")
             bootstrap = ",".join(f"{h}:{p}" for _, (h, p) in sorted(broker_addresses(client).items()))
             console.print(f"bootstrap servers (every broker hosts a group coordinator): [bold]{bootstrap}[/]")
+            # a plain line, for scripts: `grep '^kafka bootstrap:'`
+            console.print("kafka bootstrap: " + ",".join(f"{h}:{p}" for _, (h, p) in sorted(kafka.items())),
+                          markup=False, highlight=False, soft_wrap=True)
             console.print(f"topic {topic}: {partitions} partitions; producer: "
                           f"{f'{args.rate:g} msg/s per partition' if producer else 'off'}")
             console.print(f"logs and traces: {trial_dir}")

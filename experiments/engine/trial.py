@@ -334,10 +334,10 @@ class _Scenario:
         servers = self.zk.servers
         return servers[k % len(servers)].connect + self.zk.chroot
 
-    def _broker(self, broker_id: int, port: int = 0) -> BrokerProcess:
+    def _broker(self, broker_id: int, port: int = 0, kafka_port: int = 0) -> BrokerProcess:
         # every family's plug-in, with the settings the trial's own design needs of them (KIP-848's timings)
         broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
-                               session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port,
+                               session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port, kafka_port=kafka_port,
                                config={**FAMILIES[self.spec.design].broker_config,
                                        **dict(o.split("=", 1) for o in self.spec.broker_overrides)})
         self.stack.callback(broker.stop)
@@ -520,9 +520,10 @@ class _Scenario:
         self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
 
     def restart_broker(self, broker_id: int) -> None:
-        """Start the killed broker again under its id and port, and wait until it is registered and every live
+        """Start the killed broker again under its id and ports, and wait until it is registered and every live
         broker's metadata agrees (the lab has no preferred-leader election: it leads nothing until another dies)."""
-        broker = self._broker(broker_id, port=self.brokers[broker_id].port)
+        broker = self._broker(broker_id, port=self.brokers[broker_id].port,
+                              kafka_port=self.brokers[broker_id].kafka_port)
         self.faults.started(broker, broker=broker_id)
         self.killed = None
         self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)

@@ -1,10 +1,11 @@
 """Run one broker as its own process (a stand-in for `kafka-server-start.sh`).
 
-    python -m lab_cluster.broker --id 1 --zk 127.0.0.1:2181 --trial-dir DIR [--port 0]
+    python -m lab_cluster.broker --id 1 --zk 127.0.0.1:2181 --trial-dir DIR [--port 0] [--kafka-port 0]
         [--session-timeout-ms 6000] [--trial ID --design D] [--plugin module:function ...]
         [--config KEY=VALUE ...]
 
-Prints `READY {"id": 1, "port": P}` once registered; SIGTERM stops it gracefully.
+Prints `READY {"id": 1, "port": P, "kafka_port": K}` once registered (P: the lab's JSON
+listener, K: the Kafka listener); SIGTERM stops it gracefully.
 Partition logs live in DIR/logs, its trace in DIR/traces/broker-<id>.jsonl.
 """
 
@@ -21,7 +22,8 @@ def main() -> None:
     parser.add_argument("--id", type=int, required=True)
     parser.add_argument("--zk", required=True, help="ZooKeeper connect string")
     parser.add_argument("--trial-dir", required=True)
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0, help="the lab's JSON listener (0: any free port)")
+    parser.add_argument("--kafka-port", type=int, default=0, help="the Kafka listener (0: any free port)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000, help="Kafka 0.8's default: 6000")
     parser.add_argument("--trial", default="adhoc")
     parser.add_argument("--design", default="cluster")
@@ -39,10 +41,10 @@ def main() -> None:
     with TraceRecorder(trial_dir, trial=args.trial, design=args.design, actor=f"broker-{args.id}") as trace:
         broker = Broker(args.id, args.zk, str(trial_dir / "logs"), port=args.port,
                         session_timeout_s=args.session_timeout_ms / 1000, trace=trace, plugins=tuple(args.plugin),
-                        config=config)
+                        config=config, kafka_port=args.kafka_port)
         broker.start()
         try:
-            serve_until_terminated({"id": args.id, "port": broker.port})
+            serve_until_terminated({"id": args.id, "port": broker.port, "kafka_port": broker.kafka_port})
         finally:
             broker.stop()
 

@@ -24,11 +24,12 @@ class BrokerProcess(LabProcess):
 
     def __init__(self, broker_id: int, zk_connect: str, trial_dir: str | Path, *, session_timeout_ms: int = 6000,
                  trial: str = "adhoc", design: str = "cluster", plugins: tuple[str, ...] = (),
-                 config: dict[str, str] | None = None, port: int = 0):
-        """`port` 0: any free port; a broker started again after a crash is given its old one, as a Kafka
-        broker's `listeners` stay what they were."""
+                 config: dict[str, str] | None = None, port: int = 0, kafka_port: int = 0):
+        """`port` (the lab's JSON listener) and `kafka_port` (the Kafka listener) 0: any free port; a broker
+        started again after a crash is given its old ones, as a Kafka broker's `listeners` stay what they were."""
         self.broker_id = broker_id
         args = ["--id", str(broker_id), "--zk", zk_connect, "--trial-dir", str(trial_dir), "--port", str(port),
+                "--kafka-port", str(kafka_port),
                 "--session-timeout-ms", str(session_timeout_ms), "--trial", trial, "--design", design]
         for plugin in plugins:
             args += ["--plugin", plugin]
@@ -37,6 +38,7 @@ class BrokerProcess(LabProcess):
         super().__init__(f"broker-{broker_id}", "lab_cluster.broker", args,
                          Path(trial_dir) / "proc" / f"broker-{broker_id}.log")
         self.port: int = self.info["port"]
+        self.kafka_port: int = self.info["kafka_port"]
 
 
 def start_broker(broker_id: int, zk_connect: str, trial_dir: str | Path, **kwargs) -> BrokerProcess:
@@ -91,15 +93,18 @@ def wait_for_leaders(zk: KazooClient, topic: str, partitions: int, timeout_s: fl
         time.sleep(0.05)
 
 
-def broker_addresses(zk: KazooClient, ids: list[str] | None = None) -> dict[int, tuple[str, int]]:
-    """{broker id: (host, port)} from the registrations of `ids` (default: every registered broker)."""
+def broker_addresses(zk: KazooClient, ids: list[str] | None = None,
+                     listener: str = L.LAB_LISTENER) -> dict[int, tuple[str, int]]:
+    """{broker id: (host, port)} of one listener (default: the lab's JSON one) from the registrations of `ids`
+    (default: every registered broker); a broker without that listener is left out."""
     out = {}
     for i in ids if ids is not None else zk.get_children(L.BROKER_IDS):
         try:
-            reg = json.loads(zk.get(L.broker_path(int(i)))[0])
-            out[int(i)] = (reg["host"], reg["port"])
+            address = L.endpoint(json.loads(zk.get(L.broker_path(int(i)))[0]), listener)
         except NoNodeError:
             continue
+        if address is not None:
+            out[int(i)] = address
     return out
 
 

@@ -19,6 +19,13 @@ APIs served (see `wire.py` for the framing):
 A request for a partition this broker does not lead is answered
 NOT_LEADER_OR_FOLLOWER; for a topic it does not know, UNKNOWN_TOPIC_OR_PARTITION.
 
+Two listeners serve these APIs, and whatever plug-ins add: the lab's JSON
+one (`port`, `wire.py`) and a Kafka one (`kafka_port`,
+`lab_cluster/kafka_listener/`), which speaks Kafka's binary protocol to real
+Kafka clients and answers through the same handlers. Both are in the
+broker's registration, as Kafka 0.9+ lists a broker's listeners in
+`endpoints` (`zk_layout.broker_registration`).
+
 Plug-in point: `plugins` are `"module:function"` strings; each function is
 called with the broker before it starts serving and may add APIs with
 `broker.server.add_api(...)` (the coordinator era's group coordinator does),
@@ -39,6 +46,7 @@ import threading
 
 from kazoo.client import KazooClient
 
+from ..kafka_listener.server import KafkaListener
 from ..partition_log import PartitionLog
 from ..ports import LOOPBACK
 from ..trace import TraceRecorder
@@ -51,7 +59,7 @@ from .controller import Controller
 class Broker:
     def __init__(self, broker_id: int, zk_connect: str, logs_dir: str, *, port: int = 0,
                  session_timeout_s: float = 6.0, trace: TraceRecorder | None = None,
-                 plugins: tuple[str, ...] = (), config: dict[str, str] | None = None):
+                 plugins: tuple[str, ...] = (), config: dict[str, str] | None = None, kafka_port: int = 0):
         self.broker_id = broker_id
         self.zk_connect = zk_connect
         self.logs_dir = logs_dir
@@ -61,6 +69,10 @@ class Broker:
         self._leadership_listeners: list = []
         self.server = WireServer(port=port, name=f"broker-{broker_id}")
         self.port = self.server.port
+        self.kafka_listener = KafkaListener(self, port=kafka_port)
+        self.kafka_port = self.kafka_listener.port
+        self._appended = threading.Condition()  # told of every Produce: a Kafka Fetch of many partitions waits on it
+        self._appends = 0
         self.zk: KazooClient | None = None
         self.controller: Controller | None = None
         self._lock = threading.RLock()
@@ -68,6 +80,8 @@ class Broker:
         self._leaders: dict[tuple[str, int], int] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
+        self._kafka_brokers: dict[int, tuple[str, int]] = {}
+        self._controller = L.NO_LEADER
         self._watched_topics: set[str] = set()
         self.server.add_api("Produce", (1,), self._produce)
         self.server.add_api("Fetch", (1,), self._fetch)
@@ -85,14 +99,18 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------
     def start(self) -> Broker:
         self.server.start()
+        self.kafka_listener.start()
         self.zk = KazooClient(hosts=self.zk_connect, timeout=self.session_timeout_s)
         self.zk.start(timeout=30)
         self.zk.ensure_path(L.BROKER_IDS)
         self.zk.ensure_path(L.BROKER_TOPICS)
-        self.zk.create(L.broker_path(self.broker_id), L.broker_registration(LOOPBACK, self.port), ephemeral=True)
-        self.record("broker_registered", port=self.port, session=f"0x{self.zk.client_id[0]:x}")
+        self.zk.create(L.broker_path(self.broker_id), L.broker_registration(LOOPBACK, self.port, self.kafka_port),
+                       ephemeral=True)
+        self.record("broker_registered", port=self.port, kafka_port=self.kafka_port,
+                    session=f"0x{self.zk.client_id[0]:x}")
         self.zk.ChildrenWatch(L.BROKER_IDS, self._on_brokers)
         self.zk.ChildrenWatch(L.BROKER_TOPICS, self._on_topics)
+        self.zk.DataWatch(L.CONTROLLER, self._on_controller)
         self.controller = Controller(self.zk, self.broker_id, on_event=self.record)
         self.controller.start()
         return self
@@ -106,6 +124,7 @@ class Broker:
             self.zk.stop()
             self.zk.close()
             self.zk = None
+        self.kafka_listener.stop()
         self.server.stop()
         with self._lock:
             for log in self._logs.values():
@@ -116,8 +135,14 @@ class Broker:
     # -- what this broker knows, from ZooKeeper watches ----------------------------
     def _on_brokers(self, ids):
         brokers = broker_addresses(self.zk, ids)
+        kafka = broker_addresses(self.zk, ids, listener=L.KAFKA_LISTENER)
         with self._lock:
             self._brokers = brokers
+            self._kafka_brokers = kafka
+
+    def _on_controller(self, data, stat, event=None):
+        with self._lock:
+            self._controller = L.parse_controller(data) if data else L.NO_LEADER
 
     def _on_topics(self, topics):
         for topic in topics:
@@ -174,6 +199,21 @@ class Broker:
             address = self._brokers.get(leader)
         return (leader, *address) if address else None
 
+    def kafka_address(self, broker_id: int) -> tuple[str, int] | None:
+        """(host, port) of a broker's Kafka listener, as its registration says, or None."""
+        with self._lock:
+            return self._kafka_brokers.get(broker_id)
+
+    def appends_seen(self) -> int:
+        """How many Produce requests this broker has appended so far (for `wait_for_append`)."""
+        with self._appended:
+            return self._appends
+
+    def wait_for_append(self, seen: int, timeout_s: float) -> bool:
+        """Block until a Produce appends after `seen` of them were counted, or `timeout_s`; True if one did."""
+        with self._appended:
+            return self._appended.wait_for(lambda: self._appends > seen, timeout_s)
+
     def partition_count(self, topic: str) -> int:
         """How many partitions `topic` has, as this broker's metadata says (0: no such topic)."""
         with self._lock:
@@ -201,7 +241,11 @@ class Broker:
         values = request.get("values")
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise WireError(ErrorCode.INVALID_REQUEST, "values must be a list of strings")
-        return {"base_offset": self._log_for(request).append(values)}
+        base_offset = self._log_for(request).append(values)
+        with self._appended:
+            self._appends += 1
+            self._appended.notify_all()
+        return {"base_offset": base_offset}
 
     def _fetch(self, request: dict) -> dict:
         log = self._log_for(request)
@@ -222,11 +266,16 @@ class Broker:
         return {"offset": 0 if which == "earliest" else log.log_end_offset}
 
     def metadata(self) -> dict:
-        """What a `Metadata` request answers: {"brokers": {id: {host, port}}, "topics": {t: {p: leader}}}."""
+        """What a `Metadata` request answers: {"brokers": {id: {host, port, kafka_port}}, "topics": {t: {p:
+        leader}}, "replicas": {t: {p: [broker ids]}}, "controller": id}."""
         return self._metadata({})
 
     def _metadata(self, request: dict) -> dict:
         with self._lock:
-            return {"brokers": {str(i): {"host": host, "port": port} for i, (host, port) in self._brokers.items()},
+            return {"brokers": {str(i): {"host": host, "port": port,
+                                         "kafka_port": self._kafka_brokers.get(i, (None, None))[1]}
+                                for i, (host, port) in self._brokers.items()},
                     "topics": {t: {str(p): self._leaders.get((t, p), L.NO_LEADER) for p in a}
-                               for t, a in self._assignments.items()}}
+                               for t, a in self._assignments.items()},
+                    "replicas": {t: {str(p): list(r) for p, r in a.items()} for t, a in self._assignments.items()},
+                    "controller": self._controller}

@@ -1,7 +1,9 @@
 """Where Kafka 0.8 kept cluster state in ZooKeeper, and the JSON it wrote there.
 
     /brokers/ids/<id>                          ephemeral, one per live broker
-        {"version":1,"host":"127.0.0.1","port":9092,"jmx_port":-1,"timestamp":"1763600000000"}
+        {"version":4,"host":"127.0.0.1","port":9092,"jmx_port":-1,"timestamp":"1763600000000",
+         "endpoints":["LAB://127.0.0.1:9092","PLAINTEXT://127.0.0.1:9093"],
+         "listener_security_protocol_map":{"LAB":"PLAINTEXT","PLAINTEXT":"PLAINTEXT"}}
     /brokers/topics/<topic>                    replica assignment
         {"version":1,"partitions":{"0":[1,2],"1":[2,3]}}
     /brokers/topics/<topic>/partitions/<p>/state   leader and ISR, written by the controller
@@ -11,10 +13,19 @@
     /controller_epoch                          how many controllers there have been
 
 Keys and value types are Kafka 0.8's (note `timestamp` is a string of
-milliseconds and partition numbers are string keys).
+milliseconds and partition numbers are string keys), except the broker's
+registration, which has Kafka 0.10.2's form (version 4, KIP-103): one endpoint
+per listener, named. A lab broker has two: `LAB`, the lab's JSON protocol
+that every lab consumer speaks, and `PLAINTEXT`, Kafka's binary protocol for
+real Kafka clients. `host` and `port` stay, as in Kafka, for readers of the
+older form: they are the `LAB` listener's, since the lab's ZooKeeper-era
+consumers (Kafka 0.8's readers of this node) speak the lab's protocol.
 
-    >>> json.loads(broker_registration("127.0.0.1", 9092, 1))
-    {'version': 1, 'host': '127.0.0.1', 'port': 9092, 'jmx_port': -1, 'timestamp': '1'}
+    >>> reg = json.loads(broker_registration("127.0.0.1", 9092, 9093, timestamp_ms=1))
+    >>> reg["port"], reg["endpoints"]
+    (9092, ['LAB://127.0.0.1:9092', 'PLAINTEXT://127.0.0.1:9093'])
+    >>> endpoint(reg, KAFKA_LISTENER), endpoint(reg, LAB_LISTENER)
+    (('127.0.0.1', 9093), ('127.0.0.1', 9092))
 """
 
 from __future__ import annotations
@@ -29,6 +40,8 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 
 NO_LEADER = -1
+LAB_LISTENER = "LAB"  # the lab's JSON protocol (`wire.py`)
+KAFKA_LISTENER = "PLAINTEXT"  # Kafka's binary protocol (`lab_cluster/kafka_listener/`)
 
 
 def broker_path(broker_id: int) -> str:
@@ -47,9 +60,31 @@ def _dump(obj: dict) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-def broker_registration(host: str, port: int, timestamp_ms: int | None = None) -> bytes:
-    return _dump({"version": 1, "host": host, "port": port, "jmx_port": -1,
-                  "timestamp": str(timestamp_ms if timestamp_ms is not None else wall_clock_ms())})
+def broker_registration(host: str, port: int, kafka_port: int | None = None, timestamp_ms: int | None = None) -> bytes:
+    endpoints = [f"{LAB_LISTENER}://{host}:{port}"]
+    if kafka_port is not None:
+        endpoints.append(f"{KAFKA_LISTENER}://{host}:{kafka_port}")
+    return _dump({"version": 4, "host": host, "port": port, "jmx_port": -1,
+                  "timestamp": str(timestamp_ms if timestamp_ms is not None else wall_clock_ms()),
+                  "endpoints": endpoints,
+                  "listener_security_protocol_map": {name.split("://")[0]: "PLAINTEXT" for name in endpoints}})
+
+
+def endpoint(registration: dict, listener: str) -> tuple[str, int] | None:
+    """(host, port) of a listener in a parsed registration; a registration without endpoints (Kafka 0.8's
+    form) has only the `LAB` one, in `host` and `port`."""
+    for entry in registration.get("endpoints") or []:
+        name, _, address = entry.partition("://")
+        if name == listener:
+            host, _, port = address.rpartition(":")
+            return host, int(port)
+    if listener == LAB_LISTENER:
+        return registration["host"], registration["port"]
+    return None
+
+
+def parse_controller(data: bytes) -> int:
+    return int(json.loads(data)["brokerid"])
 
 
 def topic_assignment(replicas: dict[int, list[int]]) -> bytes:

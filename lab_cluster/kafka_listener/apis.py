@@ -1,0 +1,232 @@
+"""Each Kafka API, answered by the broker's own handlers: translate the request, call, translate the answer.
+
+The lab's JSON APIs are per partition and per member (`Fetch` reads one
+partition, `OffsetCommit` takes a list of offsets); Kafka's requests carry
+topics with partitions. Every method here takes a decoded Kafka request and
+returns the values of its response (`messages.build` makes the message): it
+calls the very handlers the JSON listener calls (`WireServer.dispatch`), once
+per partition where the lab's API is per partition, so a real client and a
+lab consumer meet the same broker and the same coordinator.
+
+What the lab's answers lack is filled the way a Kafka broker without the
+feature would: no leader epochs (-1), no aborted transactions, the log start
+offset 0 (the lab's logs are never truncated), the in-sync replicas only the
+leader (no replication, `partition_log.py`). Errors are Kafka's codes, at the
+level the schema has them (per partition, per group, or the whole answer).
+"""
+
+from __future__ import annotations
+
+from ..wire import ErrorCode
+from . import records as R
+from . import subscriptions as S
+
+EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
+NO_EPOCH = -1
+CLUSTER_ID = "rebalance-lab"
+FETCH_RECORDS_PER_PARTITION = 500
+
+
+class KafkaApis:
+    """The translations for one broker; `call(api, **fields)` is the broker's JSON dispatch."""
+
+    def __init__(self, broker):
+        self.broker = broker
+
+    def call(self, api: str, client_id: str, **fields) -> dict:
+        return self.broker.server.dispatch({"api": api, "version": 1, "correlation_id": -1,
+                                            "client_id": client_id, **fields})
+
+    # -- cluster and data ------------------------------------------------------------------
+    def metadata(self, request, version: int, client_id: str) -> dict:
+        lab = self.call("Metadata", client_id)
+        brokers = [{"node_id": int(i), "host": b["host"], "port": b["kafka_port"], "rack": None}
+                   for i, b in sorted(lab["brokers"].items(), key=lambda kv: int(kv[0])) if b.get("kafka_port")]
+        wanted = None if request.topics is None else [t.name for t in request.topics]
+        topics = []
+        for name in (sorted(lab["topics"]) if wanted is None else wanted):
+            leaders = lab["topics"].get(name)
+            if leaders is None:  # Kafka would create it (auto.create.topics.enable); the lab creates topics itself
+                topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                               "is_internal": False, "partitions": []})
+                continue
+            replicas = lab.get("replicas", {}).get(name, {})
+            partitions = []
+            for p, leader in sorted(leaders.items(), key=lambda kv: int(kv[0])):
+                error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+                partitions.append({"error_code": error, "partition_index": int(p), "leader_id": leader,
+                                   "replica_nodes": replicas.get(p, [leader]),
+                                   "isr_nodes": [leader] if leader >= 0 else [], "offline_replicas": []})
+            topics.append({"error_code": ErrorCode.NONE, "name": name, "is_internal": name.startswith("__"),
+                           "partitions": partitions})
+        return {"brokers": brokers, "cluster_id": CLUSTER_ID, "controller_id": lab.get("controller", -1),
+                "topics": topics}
+
+    def list_offsets(self, request, version: int, client_id: str) -> dict:
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                out = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": NO_EPOCH}
+                if p.timestamp not in (EARLIEST, LATEST):
+                    out["error_code"] = ErrorCode.INVALID_REQUEST  # the lab's logs have no time index
+                else:
+                    lab = self.call("ListOffsets", client_id, topic=topic.name, partition=p.partition_index,
+                                    which="earliest" if p.timestamp == EARLIEST else "latest")
+                    out["error_code"] = lab["error_code"]
+                    out["offset"] = lab.get("offset", -1)
+                partitions.append(out)
+            topics.append({"name": topic.name, "partitions": partitions})
+        return {"topics": topics}
+
+    def fetch(self, request, version: int, client_id: str) -> dict:
+        """Read every partition without waiting; if nothing came and the request may wait, wait for the next
+        append to any log of this broker (or `max_wait_ms`) and read once more."""
+        seen = self.broker.appends_seen()
+        answer = self._fetch_once(request, client_id)
+        if not _has_records(answer) and request.max_wait_ms > 0 and request.min_bytes > 0:
+            if self.broker.wait_for_append(seen, min(request.max_wait_ms, 30_000) / 1000):
+                answer = self._fetch_once(request, client_id)
+        return answer
+
+    def _fetch_once(self, request, client_id: str) -> dict:
+        budget = request.max_bytes if request.max_bytes and request.max_bytes > 0 else 1 << 30
+        responses = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                lab = self.call("Fetch", client_id, topic=topic.topic, partition=p.partition,
+                                offset=p.fetch_offset, max_records=FETCH_RECORDS_PER_PARTITION, max_wait_ms=0)
+                records = b""
+                if lab["error_code"] == 0 and budget > 0:
+                    records, _ = R.encode_batch(lab["records"], min(p.partition_max_bytes, budget))
+                    budget -= len(records)
+                high_watermark = lab.get("high_watermark", -1)
+                partitions.append({"partition_index": p.partition, "error_code": lab["error_code"],
+                                   "high_watermark": high_watermark, "last_stable_offset": high_watermark,
+                                   "log_start_offset": 0, "aborted_transactions": None, "records": records})
+            responses.append({"topic": topic.topic, "partitions": partitions})
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    def produce(self, request, version: int, client_id: str) -> dict | None:
+        """Append each partition's records; None (no answer at all) for acks=0, as Kafka sends none."""
+        responses = []
+        for topic in request.topic_data:
+            partitions = []
+            for p in topic.partition_data:
+                out = {"index": p.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": 0}
+                try:
+                    values = R.decode_values(p.records)
+                except R.RecordRefused as exc:
+                    self.broker.record("kafka_record_refused", topic=topic.name, partition=p.index, reason=str(exc))
+                    out["error_code"] = ErrorCode.INVALID_RECORD
+                else:
+                    lab = self.call("Produce", client_id, topic=topic.name, partition=p.index, values=values)
+                    out["error_code"] = lab["error_code"]
+                    out["base_offset"] = lab.get("base_offset", -1)
+                partitions.append(out)
+            responses.append({"name": topic.name, "partition_responses": partitions})
+        if request.acks == 0:
+            return None
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    # -- the group coordinator ---------------------------------------------------------------
+    def find_coordinator(self, request, version: int, client_id: str) -> dict:
+        if version >= 1 and request.key_type != 0:  # 1 = a transactional id: the lab has no transactions
+            return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "the lab coordinates groups only",
+                    "node_id": -1, "host": "", "port": -1}
+        lab = self.call("FindCoordinator", client_id, group_id=request.key)
+        address = self.broker.kafka_address(lab.get("node_id", -1)) if lab["error_code"] == 0 else None
+        if lab["error_code"] == 0 and address is None:  # it has no Kafka listener yet, as far as we know
+            lab = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "message": "no Kafka listener known yet"}
+        host, port = address or ("", -1)
+        return {"error_code": lab["error_code"], "error_message": lab.get("message") or None,
+                "node_id": lab.get("node_id", -1) if address else -1, "host": host, "port": port}
+
+    def join_group(self, request, version: int, client_id: str) -> dict:
+        protocols = [{"name": p.name, "metadata": S.from_kafka_subscription(p.metadata)} for p in request.protocols]
+        lab = self.call("JoinGroup", client_id, group_id=request.group_id, member_id=request.member_id,
+                        group_instance_id=request.group_instance_id if version >= 5 else None,
+                        session_timeout_ms=request.session_timeout_ms,
+                        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1
+                        else request.session_timeout_ms,
+                        protocol_type=request.protocol_type, protocols=protocols)
+        members = [{"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
+                    "metadata": S.to_kafka_subscription(m.get("metadata") or {})} for m in lab.get("members") or []]
+        return {"error_code": lab["error_code"], "generation_id": lab.get("generation_id", -1),
+                "protocol_name": lab.get("protocol_name") or "", "leader": lab.get("leader") or "",
+                "member_id": lab.get("member_id") or request.member_id, "members": members}
+
+    def sync_group(self, request, version: int, client_id: str) -> dict:
+        assignments = [{"member_id": a.member_id, "assignment": S.from_kafka_assignment(a.assignment)}
+                       for a in request.assignments or []]
+        lab = self.call("SyncGroup", client_id, group_id=request.group_id, generation_id=request.generation_id,
+                        member_id=request.member_id, group_instance_id=_instance(request, version, 3),
+                        assignments=assignments)
+        return {"error_code": lab["error_code"], "assignment": S.to_kafka_assignment(lab.get("assignment"))}
+
+    def heartbeat(self, request, version: int, client_id: str) -> dict:
+        lab = self.call("Heartbeat", client_id, group_id=request.group_id, generation_id=request.generation_id,
+                        member_id=request.member_id, group_instance_id=_instance(request, version, 3))
+        return {"error_code": lab["error_code"]}
+
+    def leave_group(self, request, version: int, client_id: str) -> dict:
+        lab = self.call("LeaveGroup", client_id, group_id=request.group_id, member_id=request.member_id)
+        return {"error_code": lab["error_code"]}
+
+    def offset_commit(self, request, version: int, client_id: str) -> dict:
+        offsets = [{"topic": t.name, "partition": p.partition_index, "offset": p.committed_offset}
+                   for t in request.topics for p in t.partitions]
+        lab = self.call("OffsetCommit", client_id, group_id=request.group_id,
+                        generation_id=request.generation_id_or_member_epoch, member_id=request.member_id,
+                        group_instance_id=_instance(request, version, 7), offsets=offsets)
+        return {"topics": [{"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                                            "error_code": lab["error_code"]} for p in t.partitions]}
+                           for t in request.topics]}
+
+    def offset_fetch(self, request, version: int, client_id: str) -> dict:
+        wanted = None if request.topics is None else [[t.name, p] for t in request.topics
+                                                      for p in t.partition_indexes]
+        lab = self.call("OffsetFetch", client_id, group_id=request.group_id, partitions=wanted)
+        by_topic: dict[str, list[dict]] = {}
+        for o in lab.get("offsets") or []:
+            by_topic.setdefault(o["topic"], []).append({
+                "partition_index": o["partition"], "committed_offset": o["offset"], "committed_leader_epoch": NO_EPOCH,
+                "metadata": "", "error_code": ErrorCode.NONE})
+        if version < 2 and lab["error_code"] != 0 and wanted:  # v0-1 have no top-level error: per partition
+            for t, p in wanted:
+                by_topic.setdefault(t, []).append({"partition_index": p, "committed_offset": -1,
+                                                   "committed_leader_epoch": NO_EPOCH, "metadata": "",
+                                                   "error_code": lab["error_code"]})
+        return {"error_code": lab["error_code"],
+                "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())]}
+
+    def describe_groups(self, request, version: int, client_id: str) -> dict:
+        groups = []
+        for group_id in request.groups:
+            lab = self.call("DescribeGroups", client_id, group_id=group_id)
+            members = [{"member_id": m, "group_instance_id": None, "client_id": "", "client_host": "",
+                        "member_metadata": b"", "member_assignment": b""} for m in lab.get("members") or []]
+            groups.append({"error_code": lab["error_code"], "group_id": group_id,
+                           "group_state": lab.get("state", "Dead"), "protocol_type": "consumer",
+                           "protocol_data": lab.get("protocol") or "", "members": members,
+                           "authorized_operations": -2147483648})
+        return {"groups": groups}
+
+
+def _instance(request, version: int, since: int):
+    return request.group_instance_id if version >= since else None
+
+
+def _has_records(answer: dict) -> bool:
+    return any(p["records"] for t in answer["responses"] for p in t["partitions"])
+
+
+HANDLERS = {
+    "Metadata": KafkaApis.metadata, "ListOffsets": KafkaApis.list_offsets, "Fetch": KafkaApis.fetch,
+    "Produce": KafkaApis.produce, "FindCoordinator": KafkaApis.find_coordinator,
+    "JoinGroup": KafkaApis.join_group, "SyncGroup": KafkaApis.sync_group, "Heartbeat": KafkaApis.heartbeat,
+    "LeaveGroup": KafkaApis.leave_group, "OffsetCommit": KafkaApis.offset_commit,
+    "OffsetFetch": KafkaApis.offset_fetch, "DescribeGroups": KafkaApis.describe_groups,
+}
+

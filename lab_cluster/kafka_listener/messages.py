@@ -1,0 +1,121 @@
+"""Kafka's request and response messages, and the versions the lab's Kafka listener serves.
+
+The codec is kafka-python's (3.x): its message classes are generated from
+Kafka's own JSON schemas (`kafka/protocol/schemas/resources/*.json`), and
+decode requests as well as responses, so the lab writes no byte of Kafka's
+encoding by hand. Field names are the schemas' in snake case
+(`GroupInstanceId` -> `group_instance_id`).
+
+`SERVED` is the version profile the listener advertises in ApiVersions: per
+API the range both real clients the lab runs can use, all of it below the
+first flexible version except ApiVersions v3 (librdkafka asks with v3 first):
+
+| API | versions | why these |
+|---|---|---|
+| ApiVersions | 0-3 | v3 answers librdkafka's first request in one round trip |
+| Metadata | 1-6 | v7 adds leader epochs, which would make the clients validate positions (OffsetForLeaderEpoch) |
+| FindCoordinator | 0-2 | librdkafka's maximum is 2 |
+| JoinGroup | 4-5 | a new member always gets MEMBER_ID_REQUIRED (KIP-394), which v4+ expects; v5: `group.instance.id` |
+| SyncGroup, Heartbeat | 0-3 | v3 carries `group.instance.id`; v4 is flexible |
+| LeaveGroup | 0-1 | librdkafka's maximum; v3's batch of members is what static members would need |
+| OffsetCommit | 2-7 | v7 carries `group.instance.id`; v2 is the oldest Kafka-stored commit with a generation |
+| OffsetFetch | 1-5 | v2 answers "all partitions" and a top-level error |
+| ListOffsets | 1-5 | v1 is the first with one offset per partition |
+| Fetch | 4-6 | RecordBatch v2 (magic 2), and below v7: no fetch sessions |
+| Produce | 3-7 | RecordBatch v2, for real producers |
+| DescribeGroups | 0-4 | v4 carries each member's `group.instance.id` |
+
+Sources: kafka-python 3.0's `coordinator/base.py` and `consumer/fetcher.py`,
+librdkafka 2.x's `rdkafka_request.c` and `rdkafka_feature.c`
+(`../shared/reference/facts-next-designs.md` §A). JoinGroup starts at v4
+because the lab's coordinator always hands a new member its id with
+MEMBER_ID_REQUIRED first, as Kafka does for v4+ only (a v0-3 member would be
+added at once); both clients use v5.
+
+`build(cls, values)` makes a message from plain values, nested dicts and lists
+included, so that each API's translation reads as the schema does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
+try:  # where kafka-python keeps DescribeGroups
+    from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
+except ImportError:  # pragma: no cover - kafka-python moved it
+    from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
+
+
+@dataclass(frozen=True)
+class Served:
+    """One API the listener serves: its classes and the versions it advertises."""
+
+    key: ApiKey
+    request: type
+    response: type
+    min_version: int
+    max_version: int
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+SERVED: dict[int, Served] = {s.key: s for s in (
+    Served(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 7),
+    Served(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 6),
+    Served(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 5),
+    Served(ApiKey.Metadata, MetadataRequest, MetadataResponse, 1, 6),
+    Served(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 7),
+    Served(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 5),
+    Served(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 2),
+    Served(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 4, 5),
+    Served(ApiKey.Heartbeat, HeartbeatRequest, HeartbeatResponse, 0, 3),
+    Served(ApiKey.LeaveGroup, LeaveGroupRequest, LeaveGroupResponse, 0, 1),
+    Served(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 3),
+    Served(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 4),
+    Served(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+)}
+
+
+def api_name(key: int) -> str:
+    try:
+        return ApiKey(key).name
+    except ValueError:
+        return f"api-{key}"
+
+
+def build(cls, values: dict):
+    """A message (or nested struct) of class `cls` from `values`: dicts become the schema's nested structs,
+    lists of dicts its arrays of structs; fields left out take the schema's defaults."""
+    fields = cls._struct.fields
+    kwargs = {}
+    for name, value in values.items():
+        field = fields[name]
+        if field.is_struct_array() and value is not None:
+            value = [build(field.data_class, v) if isinstance(v, dict) else v for v in value]
+        elif field.is_struct() and isinstance(value, dict):
+            value = build(field.data_class, value)
+        kwargs[name] = value
+    return cls(**kwargs)

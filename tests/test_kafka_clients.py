@@ -1,0 +1,367 @@
+"""Real Kafka clients against the lab's brokers, over Kafka's binary protocol (`lab_cluster/kafka_listener/`).
+
+kafka-python's `KafkaConsumer`/`KafkaProducer` and confluent-kafka's `Consumer` (librdkafka) are pointed at the
+brokers' Kafka listeners and must behave as against Kafka: join a group, get every partition, read exactly what
+was produced, commit, resume from the commit, split and rebalance, be fenced; a lab consumer in the same group
+agrees with them on the assignment.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+
+import pytest
+from conftest import PARTITIONS, trace_events, wait_for
+
+from lab_cluster.trace import TraceRecorder
+from lab_cluster.wire import WireClient
+
+kafka = pytest.importorskip("kafka")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse  # noqa: E402
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse  # noqa: E402
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse  # noqa: E402
+
+logging.getLogger("kafka").setLevel(logging.ERROR)  # kafka-python logs every dropped connection at WARNING
+
+ALL = {("t", p) for p in range(PARTITIONS)}
+FAST_KP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "auto_offset_reset": "earliest",
+           "enable_auto_commit": False, "retry_backoff_ms": 100}
+FAST_RD = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+           "enable.auto.commit": False, "log_level": 3}
+
+
+def kafka_bootstrap(cluster) -> str:
+    return ",".join(f"127.0.0.1:{b.kafka_port}" for b in cluster.brokers.values())
+
+
+def produce(cluster, per_partition: int, tag: str) -> dict[int, list[str]]:
+    """Write `per_partition` values to each partition through the lab's own Produce; {partition: values}."""
+    from lab_cluster.broker.admin import broker_addresses, leaders
+
+    addresses = broker_addresses(cluster.zk)
+    written = {}
+    for partition, leader in leaders(cluster.zk, "t").items():
+        client = WireClient(*addresses[leader], client_id="test-producer")
+        values = [f"{tag}/{partition}/{i}" for i in range(per_partition)]
+        client.call("Produce", topic="t", partition=partition, values=values)
+        client.close()
+        written[partition] = values
+    return written
+
+
+def consume_kp(consumer: KafkaConsumer, want: int, timeout_s: float = 60) -> list[tuple[int, int, str]]:
+    got: list[tuple[int, int, str]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        for tp, records in consumer.poll(timeout_ms=200).items():
+            got += [(tp.partition, r.offset, r.value.decode()) for r in records]
+    return got
+
+
+def consume_rd(consumer, want: int, timeout_s: float = 60) -> list[tuple[int, int, str]]:
+    got: list[tuple[int, int, str]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            got.append((message.partition(), message.offset(), message.value().decode()))
+    return got
+
+
+_OPEN: list = []  # every client a test opened: closed after it, whatever happened (`close_clients`)
+
+
+@pytest.fixture(autouse=True)
+def close_clients():
+    yield
+    while _OPEN:
+        client = _OPEN.pop()
+        try:
+            client.close()
+        except Exception:  # closed already, or fenced
+            pass
+
+
+def kp_consumer(cluster, group: str, name: str, **overrides) -> KafkaConsumer:
+    consumer = KafkaConsumer("t", bootstrap_servers=kafka_bootstrap(cluster), group_id=group, client_id=name,
+                             **{**FAST_KP, **overrides})
+    _OPEN.append(consumer)
+    return consumer
+
+
+def rd_consumer(cluster, group: str, name: str, **overrides):
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": kafka_bootstrap(cluster), "group.id": group,
+                                         "client.id": name, **FAST_RD, **overrides})
+    _OPEN.append(consumer)
+    consumer.subscribe(["t"])
+    return consumer
+
+
+def rd_assignment(consumer) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+
+def _values(got) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for partition, _, value in sorted(got):
+        out.setdefault(partition, []).append(value)
+    return out
+
+
+# -- raw requests, encoded by kafka-python's classes --------------------------------------------------
+def kafka_call(port: int, request, version: int, response_cls, correlation_id: int = 1):
+    """Send one request on a new connection and decode the answer (None if the broker closed the connection)."""
+    request.with_header(correlation_id=correlation_id, client_id="raw-test")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(bytes(request.encode(version=version, header=True, framed=True)))
+        return _read_answer(sock, response_cls, version)
+
+
+def _read_answer(sock, response_cls, version):
+    head = _recv(sock, 4)
+    if not head:
+        return None
+    (size,) = struct.unpack(">i", head)
+    return response_cls.decode(_recv(sock, size), version=version, header=True)
+
+
+def _recv(sock, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return buf
+        buf += chunk
+    return buf
+
+
+# -- one real client at a time ---------------------------------------------------------------------
+def test_kafka_python_consumes_exactly_what_was_produced_commits_and_a_restart_resumes(cluster):
+    written = produce(cluster, 5, "a")
+    consumer = kp_consumer(cluster, "kp", "kp-1")
+    got = consume_kp(consumer, 5 * PARTITIONS)
+    assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == ALL
+    assert _values(got) == written  # every record once, in offset order, with its content
+    consumer.commit()
+    assert {p: consumer.committed(TopicPartition("t", p)) for p in range(PARTITIONS)} == {
+        p: 5 for p in range(PARTITIONS)}
+    consumer.close()
+
+    more = produce(cluster, 3, "b")
+    again = kp_consumer(cluster, "kp", "kp-2")
+    got = consume_kp(again, 3 * PARTITIONS)
+    assert _values(got) == more  # resumed from the committed offsets: nothing of the first batch again
+    assert min(offset for _, offset, _ in got) == 5
+    again.close()
+
+
+def test_librdkafka_consumes_exactly_what_was_produced_commits_and_a_restart_resumes(cluster):
+    written = produce(cluster, 5, "a")
+    consumer = rd_consumer(cluster, "rd", "rd-1")
+    got = consume_rd(consumer, 5 * PARTITIONS)
+    assert rd_assignment(consumer) == ALL
+    assert _values(got) == written
+    committed = consumer.commit(asynchronous=False)
+    assert {(tp.partition, tp.offset) for tp in committed} == {(p, 5) for p in range(PARTITIONS)}
+    consumer.close()
+
+    more = produce(cluster, 3, "b")
+    again = rd_consumer(cluster, "rd", "rd-2")
+    got = consume_rd(again, 3 * PARTITIONS)
+    assert _values(got) == more
+    again.close()
+
+
+def test_a_kafka_python_producer_writes_into_the_lab_logs_and_a_lab_consumer_reads_it(cluster):
+    from conftest import _fetch_all
+
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap(cluster), acks=1, linger_ms=5)
+    _OPEN.append(producer)
+    futures = [producer.send("t", value=f"kp/{i}".encode(), partition=i % PARTITIONS) for i in range(20)]
+    producer.flush()
+    offsets = {(f.get(timeout=10).partition, f.get(timeout=10).offset) for f in futures}
+    producer.close()
+    assert offsets == {(p, o) for p in range(PARTITIONS) for o in range(20 // PARTITIONS)}
+    for p in range(PARTITIONS):  # read back through the lab's JSON Fetch: the same log
+        assert [v for _, v in _fetch_all(cluster, p)] == [f"kp/{i}" for i in range(20) if i % PARTITIONS == p]
+
+
+def test_a_record_the_lab_logs_cannot_hold_is_refused_not_changed(cluster):
+    from kafka.errors import KafkaError
+
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap(cluster), acks=1, retries=0)
+    _OPEN.append(producer)
+    with pytest.raises(KafkaError) as refused:
+        producer.send("t", key=b"k", value=b"v", partition=0).get(timeout=10)
+    assert "InvalidRecord" in type(refused.value).__name__ or "INVALID_RECORD" in str(refused.value).upper()
+    producer.close()
+
+
+# -- groups of real clients ------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_two_real_clients_split_the_partitions_and_one_takes_all_when_the_other_leaves(cluster, strategy):
+    kp_strategy = {"range": kafka.coordinator.assignors.range.RangePartitionAssignor,
+                   "cooperative-sticky": kafka.coordinator.assignors.sticky.sticky_assignor.StickyPartitionAssignor}
+    if strategy == "cooperative-sticky":
+        pytest.importorskip("kafka.coordinator.assignors.cooperative_sticky")
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+        kp_strategy[strategy] = CooperativeStickyAssignor
+    group = f"pair-{strategy}"
+    a = kp_consumer(cluster, group, "kp-a", partition_assignment_strategy=[kp_strategy[strategy]])
+    b = rd_consumer(cluster, group, "rd-b", **{"partition.assignment.strategy": strategy})
+
+    def split():
+        a.poll(timeout_ms=100)
+        b.poll(0.1)
+        mine, theirs = {(tp.topic, tp.partition) for tp in a.assignment()}, rd_assignment(b)
+        return mine and theirs and not (mine & theirs) and mine | theirs == ALL
+    wait_for(split, timeout_s=90, what=f"kafka-python and librdkafka to split the partitions ({strategy})")
+    b.close()  # LeaveGroup: the coordinator rebalances at once
+
+    def all_to_a():
+        a.poll(timeout_ms=100)
+        return {(tp.topic, tp.partition) for tp in a.assignment()} == ALL
+    wait_for(all_to_a, timeout_s=60, what="kafka-python to take every partition after librdkafka left")
+    a.close()
+
+
+def test_a_lab_consumer_kafka_python_and_librdkafka_in_one_group_agree_and_a_leave_rebalances_all(cluster):
+    from modern_coord.config import ConsumerConfig
+    from modern_coord.consumer import ModernConsumer
+
+    partitions = {("t", p) for p in range(PARTITIONS)}
+    trace = TraceRecorder(cluster.dir, trial="t", design="modern", actor="lab-1")
+    lab = ModernConsumer(ConsumerConfig.from_dict({
+        "group.id": "mixed", "bootstrap.servers": cluster.bootstrap, "client.id": "lab-1",
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "range"}), ["t"], trace, name="lab-1").start()
+    kp = kp_consumer(cluster, "mixed", "kp-1")
+    rd = rd_consumer(cluster, "mixed", "rd-1", **{"partition.assignment.strategy": "range"})
+    got_kp, got_rd = [], []
+    try:
+        def three_way():
+            got_kp.extend(consume_kp(kp, 1, timeout_s=0.1))
+            got_rd.extend(consume_rd(rd, 1, timeout_s=0.1))
+            views = [set(lab.assignment()), {(tp.topic, tp.partition) for tp in kp.assignment()}, rd_assignment(rd)]
+            return all(views) and sum(len(v) for v in views) == len(partitions) and set().union(*views) == partitions
+        wait_for(three_way, timeout_s=90, what="the three members to agree on a range assignment")
+        written = produce(cluster, 4, "m")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got_kp.extend(consume_kp(kp, 1, timeout_s=0.1))
+            got_rd.extend(consume_rd(rd, 1, timeout_s=0.1))
+            by_lab = {(e["partition"], e["offset"]) for e in trace_events(cluster.dir, "lab-1", "processed")}
+            seen = by_lab | {(p, o) for p, o, _ in got_kp + got_rd}
+            if seen >= {(p, o) for p in written for o in range(4)}:
+                break
+        assert seen >= {(p, o) for p in written for o in range(4)}  # every produced message was processed
+
+        lab.stop()  # its LeaveGroup rebalances the other two, who take its partitions between them
+
+        def two_way():
+            got_kp.extend(consume_kp(kp, 1, timeout_s=0.1))
+            got_rd.extend(consume_rd(rd, 1, timeout_s=0.1))
+            mine, theirs = {(tp.topic, tp.partition) for tp in kp.assignment()}, rd_assignment(rd)
+            return mine and theirs and mine | theirs == partitions and not (mine & theirs)
+        wait_for(two_way, timeout_s=60, what="kafka-python and librdkafka to share the lab consumer's partitions")
+    finally:
+        lab.stop()
+        trace.close()
+        kp.close()
+        rd.close()
+
+
+# -- fencing ----------------------------------------------------------------------------------------
+def test_a_commit_under_an_old_generation_or_an_unknown_member_is_fenced_as_by_kafka(cluster):
+    from modern_coord.lookup import find_coordinator
+
+    a = kp_consumer(cluster, "fence", "kp-a")
+    wait_for(lambda: a.poll(timeout_ms=100) is not None and a.assignment(), timeout_s=60, what="kp-a's assignment")
+    old = a._coordinator._generation  # (generation id, member id) kafka-python holds
+    b = kp_consumer(cluster, "fence", "kp-b")
+
+    def both():
+        a.poll(timeout_ms=100)
+        b.poll(timeout_ms=100)
+        return a.assignment() and b.assignment() and a._coordinator._generation.generation_id > old.generation_id
+    wait_for(both, timeout_s=60, what="a second generation with both members")
+    found = find_coordinator("127.0.0.1", cluster.brokers[1].port, "fence", "test")
+    coordinator_kafka_port = cluster.brokers[found["node_id"]].kafka_port
+
+    def commit(generation: int, member: str) -> int:
+        request = OffsetCommitRequest[7](group_id="fence", generation_id_or_member_epoch=generation,
+                                         member_id=member, group_instance_id=None, topics=[
+                                             OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+                                                 OffsetCommitRequest.OffsetCommitRequestTopic
+                                                 .OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                                               committed_leader_epoch=-1,
+                                                                               committed_metadata="")])])
+        answer = kafka_call(coordinator_kafka_port, request, 7, OffsetCommitResponse)
+        return answer.topics[0].partitions[0].error_code
+    assert commit(old.generation_id, old.member_id) == 22  # ILLEGAL_GENERATION: the group moved on
+    assert commit(a._coordinator._generation.generation_id, "no-such-member") == 25  # UNKNOWN_MEMBER_ID
+
+    b.close()
+    a.close()
+
+
+def test_librdkafka_static_member_is_fenced_by_a_second_instance_with_its_id(cluster):
+    first = rd_consumer(cluster, "static", "rd-1", **{"group.instance.id": "i-1"})
+    wait_for(lambda: consume_rd(first, 1, timeout_s=0.1) is not None and rd_assignment(first) == ALL,
+             timeout_s=60, what="the first instance's assignment")
+    second = rd_consumer(cluster, "static", "rd-2", **{"group.instance.id": "i-1"})
+    wait_for(lambda: consume_rd(second, 1, timeout_s=0.1) is not None and rd_assignment(second) == ALL,
+             timeout_s=60, what="the second instance to take the identity over")
+    errors = []
+    deadline = time.monotonic() + 30
+    while not errors and time.monotonic() < deadline:  # the first learns it is fenced at its next heartbeat
+        message = first.poll(0.2)
+        if message is not None and message.error() is not None:
+            errors.append(message.error())
+    # librdkafka makes FENCED_INSTANCE_ID fatal for the consumer, as Java's consumer throws FencedInstanceIdException
+    assert errors and errors[0].code() == confluent_kafka.KafkaError._FATAL
+    assert "Static consumer fenced by other consumer with same group.instance.id" in errors[0].str()
+    second.close()
+    first.close()
+
+
+# -- the listener's own rules -----------------------------------------------------------------------
+def test_api_versions_advertises_the_profile_and_answers_an_unknown_version_with_unsupported_version(cluster):
+    from lab_cluster.kafka_listener.messages import SERVED
+
+    port = cluster.brokers[1].kafka_port
+    answer = kafka_call(port, ApiVersionsRequest[3](client_software_name="raw", client_software_version="1"), 3,
+                        ApiVersionsResponse)
+    assert answer.error_code == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in answer.api_keys} == {
+        (s.key, s.min_version, s.max_version) for s in SERVED.values()}
+    too_new = kafka_call(port, ApiVersionsRequest[4](client_software_name="raw", client_software_version="1"), 4,
+                         ApiVersionsResponse)
+    assert too_new.error_code == 35  # UNSUPPORTED_VERSION, with the ranges to retry within (KIP-511)
+    assert {k.api_key for k in too_new.api_keys} == set(SERVED)
+
+
+def test_unserved_versions_and_malformed_frames_close_the_connection_and_the_broker_keeps_serving(cluster):
+    port = cluster.brokers[1].kafka_port
+    # Metadata v9 (flexible) is not advertised: Kafka closes the connection for a version it has not enabled
+    assert kafka_call(port, MetadataRequest[9](topics=None), 9, MetadataResponse) is None
+    for junk in (b"\x00\x00\x00\x03abc",  # shorter than a request header
+                 struct.pack(">i", 8) + struct.pack(">hhi", 57, 0, 1),  # an API the lab does not serve
+                 struct.pack(">i", 10) + struct.pack(">hhih", 3, 1, 1, 100),  # a header that lies about its length
+                 struct.pack(">i", -5)):  # a negative size
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(junk)
+            assert _recv(sock, 4) == b""  # closed, nothing answered
+    answer = kafka_call(port, MetadataRequest[1](topics=None), 1, MetadataResponse)  # still serving
+    assert {t.name for t in answer.topics} >= {"t"}
+    assert {b.port for b in answer.brokers} == {b.kafka_port for b in cluster.brokers.values()}
+    wait_for(lambda: len(trace_events(cluster.dir, "broker-1", "kafka_connection_closed")) == 5, timeout_s=10,
+             what="the five closed connections in the broker's trace")
+    reasons = [e["f"]["reason"] for e in trace_events(cluster.dir, "broker-1", "kafka_connection_closed")]
+    assert sum("not served" in r for r in reasons) == 2 and sum("malformed" in r for r in reasons) == 1
