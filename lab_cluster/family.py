@@ -33,7 +33,9 @@ class Family:
     #: (`modern_coord`), or `module:ATTRIBUTE` for a variant exported under another name
     #: (`modern_coord.variants:STATIC`)
     package: str
-    address: str  # "zk": its consumers are given a ZooKeeper connect string; "bootstrap": brokers
+    #: "zk": its consumers are given a ZooKeeper connect string; "bootstrap": the brokers' lab (JSON) listeners;
+    #: "kafka_bootstrap": the brokers' Kafka listeners (a real Kafka client's `bootstrap.servers`)
+    address: str
     address_config: str  # the config key that address goes in, e.g. "zookeeper.connect"
     #: (properties, actor) -> a validated config; raises LabError on a bad one, before anything starts
     configure: Callable[[dict[str, str], str], Any]
@@ -46,8 +48,9 @@ class Family:
     #: once per group epoch, from its own member list: the broker's `target_assignment`);
     #: `experiments/metrics.py: views_in_effect`
     computes: str
-    #: the link a `cut` blackholes: "zk" (its own ZooKeeper link), "coordinator" (its link to its coordinator) or
-    #: "brokers" (its links to every broker: where membership and data share one channel per broker)
+    #: the link a `cut` blackholes: "zk" (its own ZooKeeper link), "coordinator" (its link to its coordinator),
+    #: "brokers" (its links to every broker: where membership and data share one channel per broker) or "none"
+    #: (a client the lab cannot route through a proxy: a real Kafka client; experiments that cut leave it out)
     victim_link: str
     stops_by: str  # what a graceful stop does, as the CLI tells the user
     #: "module:function" every broker loads for this family (its coordinator), or None
@@ -73,13 +76,14 @@ class Family:
     every_member_rebalances: bool = True
 
     def __post_init__(self):
-        if self.address not in ("zk", "bootstrap") or self.victim_link not in ("zk", "coordinator", "brokers") \
+        if self.address not in ("zk", "bootstrap", "kafka_bootstrap") \
+                or self.victim_link not in ("zk", "coordinator", "brokers", "none") \
                 or self.computes not in ("member", "leader", "coordinator"):
-            raise ValueError(f"family {self.name}: address must be zk or bootstrap, victim_link zk, coordinator or "
-                             "brokers, computes member, leader or coordinator")
+            raise ValueError(f"family {self.name}: address must be zk, bootstrap or kafka_bootstrap, victim_link zk, "
+                             "coordinator, brokers or none, computes member, leader or coordinator")
         if self.victim_link == "coordinator" and self.find_coordinator is None:
             raise ValueError(f"family {self.name}: a coordinator victim link needs find_coordinator")
-        if self.victim_link != "zk" and not self.via_config:
+        if self.victim_link not in ("zk", "none") and not self.via_config:
             raise ValueError(f"family {self.name}: a {self.victim_link} victim link needs via_config")
 
 

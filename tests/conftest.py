@@ -323,6 +323,22 @@ def _fetch_all(cluster, partition):
         offset = batch[-1]["offset"] + 1
 
 
+def produce_values(cluster, per_partition: int, tag: str) -> dict[int, list[str]]:
+    """Write `per_partition` values to each partition through the lab's own Produce; {partition: values}."""
+    from lab_cluster.broker.admin import broker_addresses, leaders
+    from lab_cluster.wire import WireClient
+
+    addresses = broker_addresses(cluster.zk)
+    written = {}
+    for partition, leader in leaders(cluster.zk, "t").items():
+        client = WireClient(*addresses[leader], client_id="test-producer")
+        values = [f"{tag}/{partition}/{i}" for i in range(per_partition)]
+        client.call("Produce", topic="t", partition=partition, values=values)
+        client.close()
+        written[partition] = values
+    return written
+
+
 def _start_producer(cluster, rate=100):
     from lab_cluster.processes import LabProcess
 

@@ -15,9 +15,9 @@ import time
 
 import pytest
 from conftest import PARTITIONS, trace_events, wait_for
+from conftest import produce_values as produce
 
 from lab_cluster.trace import TraceRecorder
-from lab_cluster.wire import WireClient
 
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -38,21 +38,6 @@ FAST_RD = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offse
 
 def kafka_bootstrap(cluster) -> str:
     return ",".join(f"127.0.0.1:{b.kafka_port}" for b in cluster.brokers.values())
-
-
-def produce(cluster, per_partition: int, tag: str) -> dict[int, list[str]]:
-    """Write `per_partition` values to each partition through the lab's own Produce; {partition: values}."""
-    from lab_cluster.broker.admin import broker_addresses, leaders
-
-    addresses = broker_addresses(cluster.zk)
-    written = {}
-    for partition, leader in leaders(cluster.zk, "t").items():
-        client = WireClient(*addresses[leader], client_id="test-producer")
-        values = [f"{tag}/{partition}/{i}" for i in range(per_partition)]
-        client.call("Produce", topic="t", partition=partition, values=values)
-        client.close()
-        written[partition] = values
-    return written
 
 
 def consume_kp(consumer: KafkaConsumer, want: int, timeout_s: float = 60) -> list[tuple[int, int, str]]:

@@ -28,6 +28,8 @@ def add_parser(sub) -> None:
     p.add_argument("--design", choices=sorted(FAMILIES), required=True)
     p.add_argument("--zk", help="ZooKeeper connect string (from `cluster up`), for a family that talks to ZooKeeper")
     p.add_argument("--bootstrap", help="host:port[,host:port...] of brokers (from `cluster up`), for one that does not")
+    p.add_argument("--kafka-bootstrap", help="the brokers' Kafka listeners (`cluster up`'s `kafka bootstrap:` line), "
+                   "for a real Kafka client")
     p.add_argument("--group", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int, default=1)
@@ -44,7 +46,7 @@ def run(args, stop: threading.Event | None = None) -> int:
     family = FAMILIES[args.design]
     address = getattr(args, family.address)
     if not address:
-        raise LabError(f"--design {family.name} needs --{family.address}.",
+        raise LabError(f"--design {family.name} needs --{family.address.replace('_', '-')}.",
                        "Give the address `cluster up` printed for it.")
     console = Console()
     trial_dir = args.dir or make_temp_dir("consumers")

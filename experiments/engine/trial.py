@@ -169,6 +169,10 @@ class TrialSpec:
                                f"none ({', '.join(self.steps)}).", f"Drop {name}, or add such a step.")
         if self.param("follower_delay_ms") and self.zk_servers < 3:
             raise LabError("A follower's quorum link needs an ensemble.", "Use zk_servers=3 with follower_delay_ms.")
+        if {"cut", "heal"} & set(self.steps) and FAMILIES[self.design].victim_link == "none":
+            raise LabError(f"{self.design}'s consumers cannot be routed through a fault proxy (a real Kafka client "
+                           "connects where the brokers' metadata says), so no `cut` can isolate one.",
+                           "Leave this design out of experiments that cut a link.")
         if self.param("broker_delay_ms") and FAMILIES[self.design].victim_link != "brokers":
             raise LabError(f"broker_delay_ms delays consumers' links to a broker, and {self.design}'s consumers "
                            "are not routed through such links.",
@@ -292,6 +296,7 @@ class _Scenario:
         admin.retry(create_topic, admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
         admin.retry(wait_for_metadata, admin, TOPIC, spec.partitions)
         self.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
+        self.kafka_bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)  # for real Kafka clients
         self.trace.record("setup", topic=TOPIC, partitions=spec.partitions, consumers=spec.consumers,
                           group=GROUP, spec=spec.as_row(), **self.environment)
         if spec.rate > 0:
@@ -369,7 +374,8 @@ class _Scenario:
     def _consumers(self, name: str, count: int, address: str | None = None,
                    extra: dict[str, str] | None = None) -> LabProcess:
         family = FAMILIES[self.spec.design]
-        address = address or (self.zk.connect if family.address == "zk" else self.bootstrap)
+        address = address or {"zk": self.zk.connect, "bootstrap": self.bootstrap,
+                               "kafka_bootstrap": self.kafka_bootstrap}[family.address]
         args = ["--family", family.package, "--address", address, "--group", GROUP, "--topic", TOPIC,
                 "--count", str(count), "--trial-dir", str(self.dir), "--trial", self.spec.trial_id, "--name", name]
         extra = dict(extra or {})

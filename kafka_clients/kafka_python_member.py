@@ -1,0 +1,107 @@
+"""kafka-python's `KafkaConsumer` (3.x) as a lab group member.
+
+Config: the lab's (Java) names become kafka-python's keyword arguments
+(`session.timeout.ms` -> `session_timeout_ms`), with the type of kafka-python's
+own default; `partition.assignment.strategy` names kafka-python's assignor
+classes. A key kafka-python does not know is a clear error before anything
+starts.
+
+    >>> config = configure({"bootstrap.servers": "127.0.0.1:9093", "group.id": "g", "session.timeout.ms": "6000",
+    ...                     "partition.assignment.strategy": "cooperative-sticky"}, "c1")
+    >>> config["session_timeout_ms"], config["client_id"], [a.name for a in config["partition_assignment_strategy"]]
+    (6000, 'c1', ['cooperative-sticky'])
+"""
+
+from __future__ import annotations
+
+from lab_cluster.errors import LabError
+
+from .member import RealClientMember, State
+
+
+def _assignors():
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    return {a.name: a for a in (RangePartitionAssignor, RoundRobinPartitionAssignor, StickyPartitionAssignor,
+                                CooperativeStickyAssignor)}
+
+
+def configure(props: dict[str, str], actor: str) -> dict:
+    """kafka-python's keyword arguments for these (Java-named) properties; LabError for one it does not take."""
+    from kafka import KafkaConsumer
+
+    defaults = KafkaConsumer.DEFAULT_CONFIG
+    out: dict = {"client_id": actor}
+    for key, value in props.items():
+        name = key.replace(".", "_")
+        if name not in defaults:
+            raise LabError(f"{key}={value}: kafka-python's KafkaConsumer has no such setting.",
+                           "Use the Java client's names that kafka-python also takes (session.timeout.ms, "
+                           "heartbeat.interval.ms, max.poll.interval.ms, auto.offset.reset, "
+                           "partition.assignment.strategy, group.instance.id, ...).")
+        if name == "partition_assignment_strategy":
+            known = _assignors()
+            chosen = [s.strip() for s in str(value).split(",") if s.strip()]
+            if not chosen or any(s not in known for s in chosen):
+                raise LabError(f"{key}={value}: kafka-python has the assignors {sorted(known)}.",
+                               "Name one or more of them, comma-separated.")
+            out[name] = [known[s] for s in chosen]
+            continue
+        default = defaults[name]
+        try:
+            if isinstance(default, bool):
+                if str(value).lower() not in ("true", "false"):
+                    raise ValueError(value)
+                out[name] = str(value).lower() == "true"
+            elif isinstance(default, int):
+                out[name] = int(value)
+            else:
+                out[name] = value
+        except ValueError:
+            raise LabError(f"{key}={value}: kafka-python wants a {type(default).__name__} there.",
+                           "Fix the value.") from None
+    return out
+
+
+class KafkaPythonMember(RealClientMember):
+    library = "kafka-python"
+
+    def _run(self) -> None:
+        import kafka
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                member._learn_member_id(consumer)
+                member._on_revoked([(tp.topic, tp.partition) for tp in revoked])
+
+            def on_partitions_assigned(self, assigned):  # under cooperative: the added ones only
+                member._learn_member_id(consumer)
+                member._on_assigned([(tp.topic, tp.partition) for tp in consumer.assignment()])
+
+        def committed(offsets, result):
+            error = None if not isinstance(result, Exception) else type(result).__name__
+            self._on_committed([(tp.topic, tp.partition, meta.offset) for tp, meta in offsets.items()], error)
+
+        consumer = KafkaConsumer(**{**self.config, "default_offset_commit_callback": committed})
+        try:
+            consumer.subscribe(self.topics, listener=Listener())
+            self._set_state(State.REBALANCING)
+            while not self._stop.is_set():
+                for tp, records in consumer.poll(timeout_ms=100).items():
+                    for record in records:
+                        self._on_processed(tp.topic, tp.partition, record.offset)
+        except kafka.errors.KafkaError as exc:
+            self._fail(f"{exc.__class__.__name__}: {exc}")
+        finally:
+            consumer.close()  # auto-commit (if on), then LeaveGroup unless static: the Java client's close()
+
+    def _learn_member_id(self, consumer) -> None:
+        # kafka-python keeps the coordinator's member id in its coordinator's generation (no public accessor)
+        generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
+        if generation is not None and generation.member_id:
+            self.member_id = generation.member_id

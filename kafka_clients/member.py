@@ -1,0 +1,123 @@
+"""A real Kafka client as a lab group member: its poll loop in a thread, its callbacks written to the trace.
+
+The client is the library's own (kafka-python's `KafkaConsumer`, librdkafka's
+`Consumer`), pointed at the brokers' Kafka listeners; the lab only watches:
+
+    start()  -> consumer_start; the poll loop thread builds the client and subscribes
+    poll     -> processed, one per record, as the application processes it
+    the client's rebalance callbacks -> revoked (what it let go of), assigned (its whole assignment after)
+    the client's commit callback -> commit, one per partition, outcome `accepted` or the error's name
+    stop()   -> the client's close() (a commit if auto-commit is on, a LeaveGroup unless static), consumer_stop
+
+States (`consumer_state`): STARTING -> REBALANCING (revoked, or waiting for a
+first assignment) -> STABLE (assigned); FAILED if the client raised a fatal
+error (a fenced static member, say): it gives up, as the Java client's
+application would. The coordinator's side of every exchange (JoinGroup,
+SyncGroup, Heartbeat, OffsetCommit) is in the brokers' traces
+(`coordinator_request`, `kafka_request`), as for the lab's own consumers.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable
+
+from lab_cluster.family import MemberSnapshot
+from lab_cluster.trace import TraceRecorder
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    REBALANCING = "rebalancing"
+    STABLE = "stable"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class RealClientMember:
+    """What both wrappers share; a subclass runs its library's client in `_run` and calls the `_on_*` hooks."""
+
+    library = ""  # what `consumer_start` names as the client
+
+    def __init__(self, config: dict, topics: list[str], trace: TraceRecorder, actor: str,
+                 on_change: Callable | None = None):
+        self.config = config
+        self.topics = list(topics)
+        self.trace = trace
+        self.ident = actor
+        self.on_change = on_change
+        self.state = State.STARTING
+        self.error: str | None = None
+        self.member_id = ""
+        self._owned: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._guarded_run, name=f"poll-{actor}", daemon=True)
+
+    # -- GroupMember ---------------------------------------------------------------------------
+    def start(self):
+        self.trace.record("consumer_start", member=self.ident, config={"library": self.library, **self.config},
+                          topics=self.topics)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def snapshot(self) -> MemberSnapshot:
+        with self._lock:
+            return MemberSnapshot(self.state.value, gave_up=self.state is State.FAILED,
+                                  partitions=sorted(p for _, p in self._owned))
+
+    def assignment(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return sorted(self._owned)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def _guarded_run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # the library raised: the member gives up, and says why
+            self._fail(f"{exc.__class__.__name__}: {exc}")
+        finally:
+            self._set_state(State.STOPPED if self.state is not State.FAILED else State.FAILED)
+            self.trace.record("consumer_stop", member=self.ident)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    # -- hooks the wrappers call ---------------------------------------------------------------------
+    def _on_processed(self, topic: str, partition: int, offset: int) -> None:
+        self.trace.record("processed", topic=topic, partition=partition, offset=offset, member=self.member_id)
+
+    def _on_revoked(self, partitions: list[tuple[str, int]]) -> None:
+        with self._lock:
+            self._owned -= set(partitions)
+        self.trace.record("revoked", member=self.member_id, partitions=[list(tp) for tp in sorted(partitions)])
+        self._set_state(State.REBALANCING)
+
+    def _on_assigned(self, owned: list[tuple[str, int]]) -> None:
+        with self._lock:
+            self._owned = set(owned)
+        self.trace.record("assigned", member=self.member_id, partitions=[list(tp) for tp in sorted(owned)])
+        self._set_state(State.STABLE)
+
+    def _on_committed(self, offsets: list[tuple[str, int, int]], error: str | None) -> None:
+        for topic, partition, offset in offsets:
+            self.trace.record("commit", member=self.member_id, topic=topic, partition=partition, offset=offset,
+                              outcome="accepted" if error is None else error)
+
+    def _fail(self, reason: str) -> None:
+        self.error = reason
+        self.trace.record("consumer_failed", member=self.ident, reason=reason)
+        self._set_state(State.FAILED)
+
+    def _set_state(self, state: State) -> None:
+        with self._lock:
+            changed, self.state = state is not self.state, state
+        if changed:
+            self.trace.record("consumer_state", member=self.member_id or self.ident, state=state.value)
+            if self.on_change is not None:
+                self.on_change(self)
