@@ -16,10 +16,28 @@ what the library's documentation asks of an application in each case.
 
 from __future__ import annotations
 
+from lab_cluster.errors import LabError
+
 from .member import RealClientMember, State
+
+BROKER_SIDE_UNDER_KIP848 = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
 
 
 def configure(props: dict[str, str], actor: str) -> dict:
+    """librdkafka's config: the properties as they are, the actor as its client.id; under KIP-848's protocol
+    the settings librdkafka would refuse there (the coordinator's, as broker settings) are a clear error first.
+
+    >>> configure({"group.protocol": "consumer", "session.timeout.ms": "6000"}, "c1")
+    Traceback (most recent call last):
+    ...
+    lab_cluster.errors.LabError: session.timeout.ms: librdkafka refuses it with group.protocol=consumer ...
+    """
+    if props.get("group.protocol") == "consumer":
+        for key in BROKER_SIDE_UNDER_KIP848:
+            if key in props:
+                raise LabError(f"{key}: librdkafka refuses it with group.protocol=consumer (KIP-848), where the "
+                               "coordinator decides it.",
+                               "Set the brokers' group.consumer.* settings instead, or drop the setting.")
     return {"client.id": actor, "log_level": 4, **props}
 
 

@@ -121,6 +121,7 @@ def test_the_first_member_gets_an_id_epoch_one_and_every_partition_and_the_broke
     ({"member_epoch": 0, "instance_id": ""}, "InstanceId can't be empty"),
     ({"member_epoch": 0, "topic_partitions": [{"topic": T}]}, "topic_partitions must be"),
     ({"member_epoch": "1"}, "member_epoch"),
+    ({"member_epoch": 0, "subscribed_topic_regex": "t.*"}, "SubscribedTopicRegex is not supported"),
 ])
 def test_a_malformed_heartbeat_is_refused_with_invalid_request(request_fields, error):
     h = Harness()
@@ -129,6 +130,11 @@ def test_a_malformed_heartbeat_is_refused_with_invalid_request(request_fields, e
     r = h.coord.consumer.heartbeat({**base, **request_fields})
     assert r["error"] == "INVALID_REQUEST" and error in r["message"], r
     assert G not in h.coord.consumer.groups
+
+
+def test_an_empty_topic_regex_means_no_regex_as_librdkafka_sends_it():
+    r = Harness().hb(subscribed_topic_regex="")  # Kafka 4.0 reads "" as no regex subscription
+    assert r["error"] == "NONE" and r["member_epoch"] == 1
 
 
 def test_an_empty_group_id_is_an_invalid_request():

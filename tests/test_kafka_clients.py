@@ -81,8 +81,12 @@ def kp_consumer(cluster, group: str, name: str, **overrides) -> KafkaConsumer:
 
 
 def rd_consumer(cluster, group: str, name: str, **overrides):
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": kafka_bootstrap(cluster), "group.id": group,
-                                         "client.id": name, **FAST_RD, **overrides})
+    config = {"bootstrap.servers": kafka_bootstrap(cluster), "group.id": group, "client.id": name, **FAST_RD,
+              **overrides}
+    if config.get("group.protocol") == "consumer":  # KIP-848: the session and heartbeat are the broker's settings
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            config.pop(key, None)
+    consumer = confluent_kafka.Consumer(config)
     _OPEN.append(consumer)
     consumer.subscribe(["t"])
     return consumer
@@ -146,9 +150,11 @@ def test_kafka_python_consumes_exactly_what_was_produced_commits_and_a_restart_r
     again.close()
 
 
-def test_librdkafka_consumes_exactly_what_was_produced_commits_and_a_restart_resumes(cluster):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_librdkafka_consumes_exactly_what_was_produced_commits_and_a_restart_resumes(cluster, protocol):
+    """`consumer`: KIP-848's protocol (ConsumerGroupHeartbeat v1, topics by id, commits under the member epoch)."""
     written = produce(cluster, 5, "a")
-    consumer = rd_consumer(cluster, "rd", "rd-1")
+    consumer = rd_consumer(cluster, "rd", "rd-1", **{"group.protocol": protocol})
     got = consume_rd(consumer, 5 * PARTITIONS)
     assert rd_assignment(consumer) == ALL
     assert _values(got) == written
@@ -157,10 +163,39 @@ def test_librdkafka_consumes_exactly_what_was_produced_commits_and_a_restart_res
     consumer.close()
 
     more = produce(cluster, 3, "b")
-    again = rd_consumer(cluster, "rd", "rd-2")
+    again = rd_consumer(cluster, "rd", "rd-2", **{"group.protocol": protocol})
     got = consume_rd(again, 3 * PARTITIONS)
     assert _values(got) == more
     again.close()
+    apis = {e["f"]["api"] for b in cluster.brokers for e in trace_events(cluster.dir, f"broker-{b}", "kafka_request")
+            if e["f"]["client"] in ("rd-1", "rd-2")}
+    group_apis = {"JoinGroup", "SyncGroup", "Heartbeat", "ConsumerGroupHeartbeat"} & apis
+    assert group_apis == ({"ConsumerGroupHeartbeat"} if protocol == "consumer"
+                          else {"JoinGroup", "SyncGroup", "Heartbeat"})
+
+
+def test_a_lab_kip848_consumer_and_librdkafka_share_a_consumer_group_and_one_takes_all_when_the_other_leaves(
+        cluster):
+    from modern_coord.config import ConsumerConfig
+    from modern_coord.kip848_consumer import Kip848Consumer
+
+    trace = TraceRecorder(cluster.dir, trial="t", design="modern-kip848", actor="lab-1")
+    lab = Kip848Consumer(ConsumerConfig.from_dict({
+        "group.id": "kip848", "bootstrap.servers": cluster.bootstrap, "client.id": "lab-1",
+        "group.protocol": "consumer", "auto.offset.reset": "earliest"}), ["t"], trace, name="lab-1").start()
+    rd = rd_consumer(cluster, "kip848", "rd-1", **{"group.protocol": "consumer"})
+    try:
+        def split():
+            consume_rd(rd, 1, timeout_s=0.1)
+            mine, theirs = set(lab.assignment()), rd_assignment(rd)
+            return mine and theirs and not (mine & theirs) and mine | theirs == ALL
+        wait_for(split, timeout_s=90, what="the coordinator's target split between the lab and librdkafka")
+        rd.close()  # a leave heartbeat (epoch -1): the coordinator gives the lab consumer everything
+
+        wait_for(lambda: set(lab.assignment()) == ALL, timeout_s=60, what="the lab consumer to own every partition")
+    finally:
+        lab.stop()
+        trace.close()
 
 
 def test_a_kafka_python_producer_writes_into_the_lab_logs_and_a_lab_consumer_reads_it(cluster):
@@ -334,8 +369,8 @@ def test_api_versions_advertises_the_profile_and_answers_an_unknown_version_with
 
 def test_unserved_versions_and_malformed_frames_close_the_connection_and_the_broker_keeps_serving(cluster):
     port = cluster.brokers[1].kafka_port
-    # Metadata v9 (flexible) is not advertised: Kafka closes the connection for a version it has not enabled
-    assert kafka_call(port, MetadataRequest[9](topics=None), 9, MetadataResponse) is None
+    # Metadata v13 is not advertised: Kafka closes the connection for a version it has not enabled
+    assert kafka_call(port, MetadataRequest[13](topics=None), 13, MetadataResponse) is None
     for junk in (b"\x00\x00\x00\x03abc",  # shorter than a request header
                  struct.pack(">i", 8) + struct.pack(">hhi", 57, 0, 1),  # an API the lab does not serve
                  struct.pack(">i", 10) + struct.pack(">hhih", 3, 1, 1, 100),  # a header that lies about its length

@@ -57,9 +57,9 @@ def create_topic(zk: KazooClient, topic: str, partitions: int, brokers: list[int
         raise LabError(f"Topic {topic} cannot be created: no broker is registered.", "Start brokers first.")
     replicas = L.assign_replicas(partitions, brokers, replication_factor)
     try:
-        zk.create(L.topic_path(topic), L.topic_assignment(replicas), makepath=True)
-    except NodeExistsError:
-        if zk.get(L.topic_path(topic))[0] != L.topic_assignment(replicas):
+        zk.create(L.topic_path(topic), L.topic_assignment(replicas, L.new_topic_id()), makepath=True)
+    except NodeExistsError:  # (its id is the first writer's)
+        if L.parse_topic_assignment(zk.get(L.topic_path(topic))[0]) != replicas:
             raise LabError(f"Topic {topic} exists already with another assignment.",
                            "Use a new topic name, or a fresh ZooKeeper.") from None
     return replicas

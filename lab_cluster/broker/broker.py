@@ -77,6 +77,7 @@ class Broker:
         self.controller: Controller | None = None
         self._lock = threading.RLock()
         self._assignments: dict[str, dict[int, list[int]]] = {}
+        self._topic_ids: dict[str, str] = {}  # topic -> its id (Kafka 2.8+), from its znode
         self._leaders: dict[tuple[str, int], int] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
@@ -155,9 +156,12 @@ class Broker:
         if not data:
             return
         assignment = L.parse_topic_assignment(data)
+        topic_id = L.parse_topic_id(data)
         with self._lock:
             known = self._assignments.get(topic, {})
             self._assignments[topic] = assignment
+            if topic_id is not None:
+                self._topic_ids[topic] = topic_id
         for partition in assignment:
             if partition not in known:
                 self.zk.DataWatch(L.partition_state_path(topic, partition),
@@ -267,7 +271,7 @@ class Broker:
 
     def metadata(self) -> dict:
         """What a `Metadata` request answers: {"brokers": {id: {host, port, kafka_port}}, "topics": {t: {p:
-        leader}}, "replicas": {t: {p: [broker ids]}}, "controller": id}."""
+        leader}}, "replicas": {t: {p: [broker ids]}}, "topic_ids": {t: id}, "controller": id}."""
         return self._metadata({})
 
     def _metadata(self, request: dict) -> dict:
@@ -278,4 +282,4 @@ class Broker:
                     "topics": {t: {str(p): self._leaders.get((t, p), L.NO_LEADER) for p in a}
                                for t, a in self._assignments.items()},
                     "replicas": {t: {str(p): list(r) for p, r in a.items()} for t, a in self._assignments.items()},
-                    "controller": self._controller}
+                    "topic_ids": dict(self._topic_ids), "controller": self._controller}

@@ -4,8 +4,8 @@
         {"version":4,"host":"127.0.0.1","port":9092,"jmx_port":-1,"timestamp":"1763600000000",
          "endpoints":["LAB://127.0.0.1:9092","PLAINTEXT://127.0.0.1:9093"],
          "listener_security_protocol_map":{"LAB":"PLAINTEXT","PLAINTEXT":"PLAINTEXT"}}
-    /brokers/topics/<topic>                    replica assignment
-        {"version":1,"partitions":{"0":[1,2],"1":[2,3]}}
+    /brokers/topics/<topic>                    replica assignment, and the topic's id (Kafka 2.8+, KIP-516)
+        {"version":1,"partitions":{"0":[1,2],"1":[2,3]},"topic_id":"kQ8mAK9eTbyXs2jA5Hh2Bw"}
     /brokers/topics/<topic>/partitions/<p>/state   leader and ISR, written by the controller
         {"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}
     /controller                                ephemeral: who the controller is
@@ -30,7 +30,9 @@ consumers (Kafka 0.8's readers of this node) speak the lab's protocol.
 
 from __future__ import annotations
 
+import base64
 import json
+import uuid
 
 from lab_cluster.clock import wall_clock_ms
 
@@ -87,8 +89,30 @@ def parse_controller(data: bytes) -> int:
     return int(json.loads(data)["brokerid"])
 
 
-def topic_assignment(replicas: dict[int, list[int]]) -> bytes:
-    return _dump({"version": 1, "partitions": {str(p): list(r) for p, r in sorted(replicas.items())}})
+def topic_assignment(replicas: dict[int, list[int]], topic_id: str | None = None) -> bytes:
+    """The topic's znode: its replicas and, if given, its id (`new_topic_id()`), which KIP-848's consumer protocol
+    names topics by on Kafka's wire."""
+    out = {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(replicas.items())}}
+    if topic_id is not None:
+        out["topic_id"] = topic_id
+    return _dump(out)
+
+
+def new_topic_id() -> str:
+    """A topic id as Kafka writes it: a random UUID in URL-safe base64 without padding (`Uuid.toString`).
+
+    >>> len(new_topic_id()), uuid.UUID(bytes=topic_uuid(new_topic_id()).bytes).version
+    (22, 4)
+    """
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+def parse_topic_id(data: bytes) -> str | None:
+    return json.loads(data).get("topic_id")
 
 
 def parse_topic_assignment(data: bytes) -> dict[int, list[int]]:

@@ -17,12 +17,18 @@ level the schema has them (per partition, per group, or the whole answer).
 
 from __future__ import annotations
 
+import uuid
+
+from ..broker.zk_layout import topic_uuid
 from ..wire import ErrorCode
+from . import kip848
 from . import records as R
 from . import subscriptions as S
 
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
 NO_EPOCH = -1
+NO_OPERATIONS = None  # "authorized operations not asked for": kafka-python writes Kafka's INT32 MIN
+ZERO_UUID = uuid.UUID(int=0)
 CLUSTER_ID = "rebalance-lab"
 FETCH_RECORDS_PER_PARTITION = 500
 
@@ -33,8 +39,9 @@ class KafkaApis:
     def __init__(self, broker):
         self.broker = broker
 
-    def call(self, api: str, client_id: str, **fields) -> dict:
-        return self.broker.server.dispatch({"api": api, "version": 1, "correlation_id": -1,
+    def call(self, api: str, client_id: str, version: int = 1, **fields) -> dict:
+        """The broker's answer to one request of the lab's protocol (`version`: of that protocol's API)."""
+        return self.broker.server.dispatch({"api": api, "version": version, "correlation_id": -1,
                                             "client_id": client_id, **fields})
 
     # -- cluster and data ------------------------------------------------------------------
@@ -42,25 +49,30 @@ class KafkaApis:
         lab = self.call("Metadata", client_id)
         brokers = [{"node_id": int(i), "host": b["host"], "port": b["kafka_port"], "rack": None}
                    for i, b in sorted(lab["brokers"].items(), key=lambda kv: int(kv[0])) if b.get("kafka_port")]
-        wanted = None if request.topics is None else [t.name for t in request.topics]
+        ids = {name: topic_uuid(i) for name, i in (lab.get("topic_ids") or {}).items()}
+        names = {i: name for name, i in ids.items()}
+        # v10+ may name a topic by its id alone (KIP-516)
+        wanted = None if request.topics is None else [t.name or names.get(getattr(t, "topic_id", None), "")
+                                                      for t in request.topics]
         topics = []
         for name in (sorted(lab["topics"]) if wanted is None else wanted):
             leaders = lab["topics"].get(name)
             if leaders is None:  # Kafka would create it (auto.create.topics.enable); the lab creates topics itself
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                               "is_internal": False, "partitions": []})
+                               "topic_id": ZERO_UUID, "is_internal": False, "partitions": []})
                 continue
             replicas = lab.get("replicas", {}).get(name, {})
             partitions = []
             for p, leader in sorted(leaders.items(), key=lambda kv: int(kv[0])):
                 error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
                 partitions.append({"error_code": error, "partition_index": int(p), "leader_id": leader,
-                                   "replica_nodes": replicas.get(p, [leader]),
+                                   "leader_epoch": NO_EPOCH, "replica_nodes": replicas.get(p, [leader]),
                                    "isr_nodes": [leader] if leader >= 0 else [], "offline_replicas": []})
-            topics.append({"error_code": ErrorCode.NONE, "name": name, "is_internal": name.startswith("__"),
-                           "partitions": partitions})
+            topics.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": ids.get(name, ZERO_UUID),
+                           "is_internal": name.startswith("__"), "partitions": partitions,
+                           "authorized_operations": NO_OPERATIONS})
         return {"brokers": brokers, "cluster_id": CLUSTER_ID, "controller_id": lab.get("controller", -1),
-                "topics": topics}
+                "topics": topics, "authorized_operations": NO_OPERATIONS}
 
     def list_offsets(self, request, version: int, client_id: str) -> dict:
         topics = []
@@ -185,9 +197,21 @@ class KafkaApis:
                            for t in request.topics]}
 
     def offset_fetch(self, request, version: int, client_id: str) -> dict:
-        wanted = None if request.topics is None else [[t.name, p] for t in request.topics
-                                                      for p in t.partition_indexes]
-        lab = self.call("OffsetFetch", client_id, group_id=request.group_id, partitions=wanted)
+        if version >= 8:  # one request for many groups, each with its member (v9: KIP-848's member epoch)
+            groups = []
+            for g in request.groups:
+                one = self._offset_fetch_group(g.group_id, g.topics, version, client_id,
+                                               member_id=getattr(g, "member_id", None),
+                                               member_epoch=getattr(g, "member_epoch", -1))
+                groups.append({"group_id": g.group_id, "topics": one["topics"], "error_code": one["error_code"]})
+            return {"groups": groups}
+        return self._offset_fetch_group(request.group_id, request.topics, version, client_id)
+
+    def _offset_fetch_group(self, group_id: str, requested, version: int, client_id: str, member_id=None,
+                            member_epoch: int = -1) -> dict:
+        wanted = None if requested is None else [[t.name, p] for t in requested for p in t.partition_indexes]
+        fields = {"member_id": member_id, "member_epoch": member_epoch} if member_id is not None else {}
+        lab = self.call("OffsetFetch", client_id, group_id=group_id, partitions=wanted, **fields)
         by_topic: dict[str, list[dict]] = {}
         for o in lab.get("offsets") or []:
             by_topic.setdefault(o["topic"], []).append({
@@ -210,7 +234,7 @@ class KafkaApis:
             groups.append({"error_code": lab["error_code"], "group_id": group_id,
                            "group_state": lab.get("state", "Dead"), "protocol_type": "consumer",
                            "protocol_data": lab.get("protocol") or "", "members": members,
-                           "authorized_operations": -2147483648})
+                           "authorized_operations": NO_OPERATIONS})
         return {"groups": groups}
 
 
@@ -228,5 +252,6 @@ HANDLERS = {
     "JoinGroup": KafkaApis.join_group, "SyncGroup": KafkaApis.sync_group, "Heartbeat": KafkaApis.heartbeat,
     "LeaveGroup": KafkaApis.leave_group, "OffsetCommit": KafkaApis.offset_commit,
     "OffsetFetch": KafkaApis.offset_fetch, "DescribeGroups": KafkaApis.describe_groups,
+    "ConsumerGroupHeartbeat": kip848.heartbeat,
 }
 

@@ -7,23 +7,27 @@ encoding by hand. Field names are the schemas' in snake case
 (`GroupInstanceId` -> `group_instance_id`).
 
 `SERVED` is the version profile the listener advertises in ApiVersions: per
-API the range both real clients the lab runs can use, all of it below the
-first flexible version except ApiVersions v3 (librdkafka asks with v3 first):
+API the range both real clients the lab runs can use. The classic group APIs
+stay below their first flexible version (both clients' maxima); ApiVersions
+v3 answers librdkafka's first request; Metadata, OffsetCommit, OffsetFetch and
+ConsumerGroupHeartbeat go as far as KIP-848's clients need (flexible there,
+which kafka-python's classes and kio encode alike):
 
 | API | versions | why these |
 |---|---|---|
 | ApiVersions | 0-3 | v3 answers librdkafka's first request in one round trip |
-| Metadata | 1-6 | v7 adds leader epochs, which would make the clients validate positions (OffsetForLeaderEpoch) |
+| Metadata | 1-12 | v10+ names topics by id, which KIP-848's clients need; leader epochs are -1 (unknown) |
 | FindCoordinator | 0-2 | librdkafka's maximum is 2 |
 | JoinGroup | 4-5 | a new member always gets MEMBER_ID_REQUIRED (KIP-394), which v4+ expects; v5: `group.instance.id` |
 | SyncGroup, Heartbeat | 0-3 | v3 carries `group.instance.id`; v4 is flexible |
 | LeaveGroup | 0-1 | librdkafka's maximum; v3's batch of members is what static members would need |
-| OffsetCommit | 2-7 | v7 carries `group.instance.id`; v2 is the oldest Kafka-stored commit with a generation |
-| OffsetFetch | 1-5 | v2 answers "all partitions" and a top-level error |
+| OffsetCommit | 2-9 | v7 carries `group.instance.id`, v9 the member epoch (KIP-848) |
+| OffsetFetch | 1-9 | v2 answers "all partitions"; v8 batches groups; v9 carries the member and its epoch (KIP-848) |
 | ListOffsets | 1-5 | v1 is the first with one offset per partition |
 | Fetch | 4-6 | RecordBatch v2 (magic 2), and below v7: no fetch sessions |
 | Produce | 3-7 | RecordBatch v2, for real producers |
 | DescribeGroups | 0-4 | v4 carries each member's `group.instance.id` |
+| ConsumerGroupHeartbeat | 0-1 | KIP-848; in v1 (Kafka 4.0, librdkafka's) the member makes its id |
 
 Sources: kafka-python 3.0's `coordinator/base.py` and `consumer/fetcher.py`,
 librdkafka 2.x's `rdkafka_request.c` and `rdkafka_feature.c`
@@ -62,6 +66,8 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, Fin
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
+from .kip848 import ServedHeartbeat
+
 try:  # where kafka-python keeps DescribeGroups
     from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
 except ImportError:  # pragma: no cover - kafka-python moved it
@@ -78,17 +84,32 @@ class Served:
     min_version: int
     max_version: int
 
+    @property
+    def name(self) -> str:
+        return self.key.name
+
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    def decode(self, frame: bytes, version: int) -> tuple[object, str]:
+        """(the request, its header's client id) from a request frame (without its size)."""
+        request = self.request.decode(frame, version=version, header=True)
+        return request, request.header.client_id or ""
+
+    def encode(self, values: dict, version: int, correlation_id: int) -> bytes:
+        """The framed response, header included, at `version`."""
+        response = build(self.response[version], values)
+        response.with_header(correlation_id=correlation_id)
+        return bytes(response.encode(header=True, framed=True))
 
 
 SERVED: dict[int, Served] = {s.key: s for s in (
     Served(ApiKey.Produce, ProduceRequest, ProduceResponse, 3, 7),
     Served(ApiKey.Fetch, FetchRequest, FetchResponse, 4, 6),
     Served(ApiKey.ListOffsets, ListOffsetsRequest, ListOffsetsResponse, 1, 5),
-    Served(ApiKey.Metadata, MetadataRequest, MetadataResponse, 1, 6),
-    Served(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 7),
-    Served(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 5),
+    Served(ApiKey.Metadata, MetadataRequest, MetadataResponse, 1, 12),
+    Served(ApiKey.OffsetCommit, OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+    Served(ApiKey.OffsetFetch, OffsetFetchRequest, OffsetFetchResponse, 1, 9),
     Served(ApiKey.FindCoordinator, FindCoordinatorRequest, FindCoordinatorResponse, 0, 2),
     Served(ApiKey.JoinGroup, JoinGroupRequest, JoinGroupResponse, 4, 5),
     Served(ApiKey.Heartbeat, HeartbeatRequest, HeartbeatResponse, 0, 3),
@@ -96,6 +117,7 @@ SERVED: dict[int, Served] = {s.key: s for s in (
     Served(ApiKey.SyncGroup, SyncGroupRequest, SyncGroupResponse, 0, 3),
     Served(ApiKey.DescribeGroups, DescribeGroupsRequest, DescribeGroupsResponse, 0, 4),
     Served(ApiKey.ApiVersions, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
+    ServedHeartbeat(),  # KIP-848, with kio's codec (`kip848.py`)
 )}
 
 

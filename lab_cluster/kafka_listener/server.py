@@ -36,7 +36,7 @@ from kafka.protocol.api_key import ApiKey
 
 from ..wire import ErrorCode, LoopbackServer, recv_exactly
 from .apis import HANDLERS, KafkaApis
-from .messages import SERVED, api_name, build
+from .messages import SERVED, api_name
 
 MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
 _SIZE = struct.Struct(">i")
@@ -106,30 +106,27 @@ class KafkaListener(LoopbackServer):
             if key == ApiKey.ApiVersions:
                 return self._encode(served, 0, correlation_id, self._api_versions(ErrorCode.UNSUPPORTED_VERSION),
                                     "ApiVersions", version, "")
-            raise ConnectionMustClose(f"{served.key.name} v{version} is not served "
+            raise ConnectionMustClose(f"{served.name} v{version} is not served "
                                       f"(this listener serves v{served.min_version}-{served.max_version})")
         try:
-            request = served.request.decode(frame, version=version, header=True)
+            request, client_id = served.decode(frame, version)
         except Exception as exc:
-            raise ConnectionMustClose(f"a malformed {served.key.name} v{version} request "
+            raise ConnectionMustClose(f"a malformed {served.name} v{version} request "
                                       f"({exc.__class__.__name__}: {exc})") from None
-        client_id = request.header.client_id or ""
         try:
             values = (self._api_versions(ErrorCode.NONE) if key == ApiKey.ApiVersions
-                      else HANDLERS[served.key.name](self.apis, request, version, client_id))
+                      else HANDLERS[served.name](self.apis, request, version, client_id))
             if values is None:
-                self._record(served.key.name, version, client_id, correlation_id, {})
+                self._record(served.name, version, client_id, correlation_id, {})
                 return None
-            return self._encode(served, version, correlation_id, values, served.key.name, version, client_id)
+            return self._encode(served, version, correlation_id, values, served.name, version, client_id)
         except Exception as exc:  # a bug in a translation: the client reconnects; the broker goes on
-            raise ConnectionMustClose(f"{served.key.name} v{version} failed in the lab "
+            raise ConnectionMustClose(f"{served.name} v{version} failed in the lab "
                                       f"({exc.__class__.__name__}: {exc})") from None
 
     def _encode(self, served, version: int, correlation_id: int, values: dict, api: str, asked: int,
                 client_id: str) -> bytes:
-        response = build(served.response[version], values)
-        response.with_header(correlation_id=correlation_id)
-        encoded = bytes(response.encode(header=True, framed=True))
+        encoded = served.encode(values, version, correlation_id)
         self._record(api, asked, client_id, correlation_id, values)
         return encoded
 
