@@ -60,6 +60,7 @@ class ErrorCode(enum.IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6  # Kafka 0.8 called it NotLeaderForPartition
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
+    INVALID_TOPIC_EXCEPTION = 17  # e.g. a client's Produce to an internal topic
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16

@@ -63,7 +63,8 @@ _OPEN: list = []  # every client a test opened: closed after it, whatever happen
 
 
 @pytest.fixture(autouse=True)
-def close_clients():
+def close_clients(cluster):
+    """Closes them before the cluster stops (a client closing against stopped brokers waits out its timeouts)."""
     yield
     while _OPEN:
         client = _OPEN.pop()
@@ -363,8 +364,8 @@ def test_api_versions_advertises_the_profile_and_answers_an_unknown_version_with
         (s.key, s.min_version, s.max_version) for s in SERVED.values()}
     too_new = kafka_call(port, ApiVersionsRequest[4](client_software_name="raw", client_software_version="1"), 4,
                          ApiVersionsResponse)
-    assert too_new.error_code == 35  # UNSUPPORTED_VERSION, with the ranges to retry within (KIP-511)
-    assert {k.api_key for k in too_new.api_keys} == set(SERVED)
+    assert too_new.error_code == 35  # UNSUPPORTED_VERSION, with ApiVersions' own range to retry within (KIP-511)
+    assert [(k.api_key, k.min_version, k.max_version) for k in too_new.api_keys] == [(18, 0, 3)]
 
 
 def test_unserved_versions_and_malformed_frames_close_the_connection_and_the_broker_keeps_serving(cluster):
@@ -385,3 +386,91 @@ def test_unserved_versions_and_malformed_frames_close_the_connection_and_the_bro
              what="the five closed connections in the broker's trace")
     reasons = [e["f"]["reason"] for e in trace_events(cluster.dir, "broker-1", "kafka_connection_closed")]
     assert sum("not served" in r for r in reasons) == 2 and sum("malformed" in r for r in reasons) == 1
+
+
+def _produce_raw(port: int, topic: str, records: bytes, acks: int = 1):
+    from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+
+    request = ProduceRequest[7](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)])])
+    return kafka_call(port, request, 7, ProduceResponse)
+
+
+def _batch(*values: bytes) -> bytes:
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    builder = MemoryRecordsBuilder(2, 0, batch_size=1 << 16)
+    for value in values:
+        builder.append(0, None, value, [])
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def test_produce_refuses_internal_topics_and_corrupt_batches_per_partition_as_kafka_does(cluster):
+    from lab_cluster.broker.admin import leaders
+
+    port = cluster.brokers[leaders(cluster.zk, "t")[0]].kafka_port
+    answer = _produce_raw(port, "__consumer_offsets", _batch(b"x"))
+    assert answer.responses[0].partition_responses[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
+    corrupt = bytearray(_batch(b"v1", b"v2"))
+    corrupt[-3] ^= 0xFF  # the batch's CRC no longer matches
+    assert _produce_raw(port, "t", bytes(corrupt)).responses[0].partition_responses[0].error_code == 2
+    assert _produce_raw(port, "t", _batch(b"fine")).responses[0].partition_responses[0].error_code == 0
+    # acks=0 wants no answer; a failed acks=0 produce closes the connection so the producer refreshes metadata
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        from kafka.protocol.producer.produce import ProduceRequest
+        request = ProduceRequest[7](transactional_id=None, acks=0, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name="__consumer_offsets", partition_data=[
+                ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=_batch(b"x"))])])
+        request.with_header(correlation_id=9, client_id="raw-test")
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        assert _recv(sock, 4) == b""
+
+
+def test_list_offsets_by_time_finds_the_first_record_at_or_after_it(cluster):
+    produce(cluster, 3, "early")
+    time.sleep(0.05)
+    middle_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(cluster, 2, "late")
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap(cluster))
+    _OPEN.append(consumer)
+    found = consumer.offsets_for_times({TopicPartition("t", p): middle_ms for p in range(PARTITIONS)})
+    assert {tp.partition: o.offset for tp, o in found.items()} == {p: 3 for p in range(PARTITIONS)}
+    assert consumer.offsets_for_times({TopicPartition("t", 0): int(time.time() * 1000) + 60_000}) == {
+        TopicPartition("t", 0): None}  # nothing that late: offset -1, which kafka-python reports as None
+
+
+def test_a_consumer_group_heartbeat_v0_lets_the_coordinator_make_the_member_id(cluster):
+    import datetime
+    import io
+
+    from kafka.protocol.api_header import RequestHeader
+    from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+    from kio.schema.consumer_group_heartbeat.v0.response import ConsumerGroupHeartbeatResponse
+    from kio.serial import entity_reader, entity_writer
+    from kio.static.primitive import i32, i32Timedelta
+
+    from modern_coord.lookup import find_coordinator
+
+    found = find_coordinator("127.0.0.1", cluster.brokers[1].port, "cgh-v0", "test")
+    while found.get("error_code"):
+        time.sleep(0.2)
+        found = find_coordinator("127.0.0.1", cluster.brokers[1].port, "cgh-v0", "test")
+    port = cluster.brokers[found["node_id"]].kafka_port
+    body = io.BytesIO()
+    entity_writer(ConsumerGroupHeartbeatRequest)(body, ConsumerGroupHeartbeatRequest(
+        group_id="cgh-v0", member_id="", member_epoch=i32(0),
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), subscribed_topic_names=("t",),
+        topic_partitions=()))
+    header = RequestHeader(request_api_key=68, request_api_version=0, correlation_id=5, client_id="raw-test")
+    payload = bytes(header.encode(flexible=True)) + body.getvalue()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", _recv(sock, 4))
+        frame = _recv(sock, size)
+    assert struct.unpack(">i", frame[:4])[0] == 5  # the correlation id, then the header's tagged fields
+    response, _ = entity_reader(ConsumerGroupHeartbeatResponse)(memoryview(frame), 5)
+    assert int(response.error_code) == 0 and response.member_id and response.member_epoch == 1
+    assert sorted(p for tp in response.assignment.topic_partitions for p in tp.partitions) == list(range(PARTITIONS))

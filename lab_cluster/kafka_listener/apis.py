@@ -13,6 +13,12 @@ feature would: no leader epochs (-1), no aborted transactions, the log start
 offset 0 (the lab's logs are never truncated), the in-sync replicas only the
 leader (no replication, `partition_log.py`). Errors are Kafka's codes, at the
 level the schema has them (per partition, per group, or the whole answer).
+
+Departures: Metadata never creates a topic (Kafka's auto.create.topics.enable;
+the lab's experiments create theirs); FindCoordinator for a transactional id
+is INVALID_REQUEST (no transactions); ListOffsets by time reads the log from
+its start (no time index); DescribeGroups names the members and nothing more
+of them; an OffsetCommit's metadata string is not kept (OffsetFetch answers "").
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ NO_EPOCH = -1
 NO_OPERATIONS = None  # "authorized operations not asked for": kafka-python writes Kafka's INT32 MIN
 ZERO_UUID = uuid.UUID(int=0)
 CLUSTER_ID = "rebalance-lab"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # Kafka's `Topic.isInternal`
 FETCH_RECORDS_PER_PARTITION = 500
 
 
@@ -69,7 +76,7 @@ class KafkaApis:
                                    "leader_epoch": NO_EPOCH, "replica_nodes": replicas.get(p, [leader]),
                                    "isr_nodes": [leader] if leader >= 0 else [], "offline_replicas": []})
             topics.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": ids.get(name, ZERO_UUID),
-                           "is_internal": name.startswith("__"), "partitions": partitions,
+                           "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                            "authorized_operations": NO_OPERATIONS})
         return {"brokers": brokers, "cluster_id": CLUSTER_ID, "controller_id": lab.get("controller", -1),
                 "topics": topics, "authorized_operations": NO_OPERATIONS}
@@ -80,8 +87,10 @@ class KafkaApis:
             partitions = []
             for p in topic.partitions:
                 out = {"partition_index": p.partition_index, "timestamp": -1, "offset": -1, "leader_epoch": NO_EPOCH}
-                if p.timestamp not in (EARLIEST, LATEST):
-                    out["error_code"] = ErrorCode.INVALID_REQUEST  # the lab's logs have no time index
+                if p.timestamp < EARLIEST:  # -3 (max timestamp) and below: ListOffsets v7+, not served here
+                    out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                elif p.timestamp >= 0:
+                    out.update(self._offset_for_time(topic.name, p.partition_index, p.timestamp, client_id))
                 else:
                     lab = self.call("ListOffsets", client_id, topic=topic.name, partition=p.partition_index,
                                     which="earliest" if p.timestamp == EARLIEST else "latest")
@@ -91,12 +100,26 @@ class KafkaApis:
             topics.append({"name": topic.name, "partitions": partitions})
         return {"topics": topics}
 
+    def _offset_for_time(self, topic: str, partition: int, timestamp_ms: int, client_id: str) -> dict:
+        """Kafka's lookup by time: the first record whose timestamp is at or after `timestamp_ms` (offset and
+        timestamp -1 if none). The lab's logs have no time index, so it reads the log from its start."""
+        offset = 0
+        while True:
+            lab = self.call("Fetch", client_id, topic=topic, partition=partition, offset=offset,
+                            max_records=FETCH_RECORDS_PER_PARTITION, max_wait_ms=0)
+            if lab["error_code"] != 0 or not lab["records"]:
+                return {"error_code": lab["error_code"], "offset": -1, "timestamp": -1}
+            for record in lab["records"]:
+                if record["ts_ms"] >= timestamp_ms:
+                    return {"error_code": ErrorCode.NONE, "offset": record["offset"], "timestamp": record["ts_ms"]}
+            offset = lab["records"][-1]["offset"] + 1
+
     def fetch(self, request, version: int, client_id: str) -> dict:
         """Read every partition without waiting; if nothing came and the request may wait, wait for the next
         append to any log of this broker (or `max_wait_ms`) and read once more."""
         seen = self.broker.appends_seen()
         answer = self._fetch_once(request, client_id)
-        if not _has_records(answer) and request.max_wait_ms > 0 and request.min_bytes > 0:
+        if not _has_records_or_error(answer) and request.max_wait_ms > 0 and request.min_bytes > 0:
             if self.broker.wait_for_append(seen, min(request.max_wait_ms, 30_000) / 1000):
                 answer = self._fetch_once(request, client_id)
         return answer
@@ -116,29 +139,52 @@ class KafkaApis:
                 high_watermark = lab.get("high_watermark", -1)
                 partitions.append({"partition_index": p.partition, "error_code": lab["error_code"],
                                    "high_watermark": high_watermark, "last_stable_offset": high_watermark,
-                                   "log_start_offset": 0, "aborted_transactions": None, "records": records})
+                                   "log_start_offset": 0 if lab["error_code"] == 0 else -1,
+                                   "aborted_transactions": None, "records": records})
             responses.append({"topic": topic.topic, "partitions": partitions})
         return {"throttle_time_ms": 0, "responses": responses}
 
     def produce(self, request, version: int, client_id: str) -> dict | None:
-        """Append each partition's records; None (no answer at all) for acks=0, as Kafka sends none."""
-        responses = []
+        """Append each partition's records. acks=0 wants no answer: none is sent, unless a partition failed,
+        when Kafka closes the connection so that the producer refreshes its metadata (so does the lab)."""
+        from .server import ConnectionMustClose
+
+        responses, failed = [], False
         for topic in request.topic_data:
             partitions = []
             for p in topic.partition_data:
-                out = {"index": p.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": 0}
+                out = {"index": p.index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+                if topic.name in INTERNAL_TOPICS:  # only Kafka's own writers append there (ReplicaManager)
+                    out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                    partitions.append(out)
+                    failed = True
+                    continue
                 try:
                     values = R.decode_values(p.records)
                 except R.RecordRefused as exc:
                     self.broker.record("kafka_record_refused", topic=topic.name, partition=p.index, reason=str(exc))
                     out["error_code"] = ErrorCode.INVALID_RECORD
+                except Exception as exc:  # a batch that does not decode: Kafka's CorruptRecordException
+                    self.broker.record("kafka_record_refused", topic=topic.name, partition=p.index,
+                                       reason=f"corrupt batch ({exc.__class__.__name__}: {exc})")
+                    out["error_code"] = ErrorCode.CORRUPT_MESSAGE
                 else:
+                    if not values:  # a batch cut short decodes to nothing (Kafka: INVALID_RECORD)
+                        out["error_code"] = ErrorCode.INVALID_RECORD
+                        partitions.append(out)
+                        failed = True
+                        continue
                     lab = self.call("Produce", client_id, topic=topic.name, partition=p.index, values=values)
                     out["error_code"] = lab["error_code"]
                     out["base_offset"] = lab.get("base_offset", -1)
+                    out["log_start_offset"] = 0 if lab["error_code"] == 0 else -1
+                failed = failed or out["error_code"] != 0
                 partitions.append(out)
             responses.append({"name": topic.name, "partition_responses": partitions})
         if request.acks == 0:
+            if failed:
+                raise ConnectionMustClose("an acks=0 Produce failed on some partition (Kafka closes the connection "
+                                          "so that the producer refreshes its metadata)")
             return None
         return {"responses": responses, "throttle_time_ms": 0}
 
@@ -242,8 +288,9 @@ def _instance(request, version: int, since: int):
     return request.group_instance_id if version >= since else None
 
 
-def _has_records(answer: dict) -> bool:
-    return any(p["records"] for t in answer["responses"] for p in t["partitions"])
+def _has_records_or_error(answer: dict) -> bool:
+    """Kafka answers a Fetch at once when it has data or any partition has an error."""
+    return any(p["records"] or p["error_code"] for t in answer["responses"] for p in t["partitions"])
 
 
 HANDLERS = {

@@ -94,7 +94,8 @@ def heartbeat(apis, request, version: int, client_id: str) -> dict:
                     rebalance_timeout_ms=-1 if timeout is None else int(timeout.total_seconds() * 1000),
                     subscribed_topic_names=None if request.subscribed_topic_names is None
                     else list(request.subscribed_topic_names),
-                    subscribed_topic_regex=request.subscribed_topic_regex, server_assignor=request.server_assignor,
+                    subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),  # v1+
+                    server_assignor=request.server_assignor,
                     topic_partitions=owned)
     assignment = lab.get("assignment")
     return {"error_code": lab["error_code"], "error_message": lab.get("message"),

@@ -24,6 +24,10 @@ class RecordRefused(ValueError):
     """A produced record the lab's logs cannot hold as it is."""
 
 
+class CorruptBatch(ValueError):
+    """A produced batch whose CRC does not match its bytes (Kafka: CORRUPT_MESSAGE)."""
+
+
 def encode_batch(records: list[dict], max_bytes: int) -> tuple[bytes, int]:
     """(RecordBatch v2 bytes, how many of `records` fit). The first record always goes in, as Kafka returns at
     least one whole batch even when it is larger than the fetch's byte limit (KIP-74)."""
@@ -40,14 +44,16 @@ def encode_batch(records: list[dict], max_bytes: int) -> tuple[bytes, int]:
 
 
 def decode_values(data: bytes) -> list[str]:
-    """The values of every record in a Produce request's `records`, in order; RecordRefused if one cannot be
-    stored as it is."""
+    """The values of every record in a Produce request's `records`, in order; CorruptBatch if a batch's CRC is
+    wrong, RecordRefused if a record cannot be stored as it is."""
     values = []
     batches = MemoryRecords(bytes(data or b""))
     while batches.has_next():
         batch = batches.next_batch()
         if batch is None:
             break
+        if not batch.validate_crc():  # as Kafka's LogValidator does before anything is appended
+            raise CorruptBatch("the batch's CRC does not match its bytes")
         for record in batch:
             if record.key is not None:
                 raise RecordRefused("the lab's logs hold values only: produce records without a key")

@@ -103,8 +103,9 @@ class KafkaListener(LoopbackServer):
         if served is None:
             raise ConnectionMustClose(f"API key {key} ({api_name(key)}) is not served by the lab")
         if not served.serves(version):
-            if key == ApiKey.ApiVersions:
-                return self._encode(served, 0, correlation_id, self._api_versions(ErrorCode.UNSUPPORTED_VERSION),
+            if key == ApiKey.ApiVersions:  # with its own range only, to retry within (ApiVersionsRequest)
+                return self._encode(served, 0, correlation_id, self._api_versions(ErrorCode.UNSUPPORTED_VERSION,
+                                                                                  only=served),
                                     "ApiVersions", version, "")
             raise ConnectionMustClose(f"{served.name} v{version} is not served "
                                       f"(this listener serves v{served.min_version}-{served.max_version})")
@@ -120,6 +121,8 @@ class KafkaListener(LoopbackServer):
                 self._record(served.name, version, client_id, correlation_id, {})
                 return None
             return self._encode(served, version, correlation_id, values, served.name, version, client_id)
+        except ConnectionMustClose:
+            raise
         except Exception as exc:  # a bug in a translation: the client reconnects; the broker goes on
             raise ConnectionMustClose(f"{served.name} v{version} failed in the lab "
                                       f"({exc.__class__.__name__}: {exc})") from None
@@ -131,10 +134,11 @@ class KafkaListener(LoopbackServer):
         return encoded
 
     @staticmethod
-    def _api_versions(error: ErrorCode) -> dict:
+    def _api_versions(error: ErrorCode, only=None) -> dict:
+        served = [only] if only is not None else sorted(SERVED.values(), key=lambda s: s.key)
         return {"error_code": error, "throttle_time_ms": 0,
                 "api_keys": [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
-                             for s in sorted(SERVED.values(), key=lambda s: s.key)]}
+                             for s in served]}
 
     def _record(self, api: str, version: int, client_id: str, correlation_id: int, values: dict) -> None:
         self.broker.record("kafka_request", api=api, version=version, client=client_id,
