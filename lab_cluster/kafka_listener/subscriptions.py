@@ -30,8 +30,9 @@ Departures: a lab member's subscription carries no user data, and under the
 eager `sticky` strategy the lab's consumer puts its last assignment in
 `owned` where Java's StickyAssignor puts it in `user_data`; a Kafka leader
 running `sticky` therefore sees no history for a lab member. Bytes that are
-not a ConsumerProtocol message (another protocol type, e.g. Kafka Connect's)
-are kept and relayed as they are, with an empty lab form.
+not a ConsumerProtocol message are kept and relayed as they are, with an empty
+lab form (though today's coordinator admits protocol type `consumer` only, so
+a Kafka Connect worker, say, cannot join).
 """
 
 from __future__ import annotations
