@@ -49,8 +49,12 @@ def local_session(master: str | None = "local[*]", app: str = "rebalance-lab"):
                 .config("spark.cleaner.periodicGC.interval", "5min")
                 .getOrCreate())
     _session.sparkContext.setLogLevel("ERROR")
-    REAPER.register("Spark session", stop_session)
+    global _token
+    _token = REAPER.register("Spark session", stop_session)
     return _session
+
+
+_token: int | None = None
 
 
 def cached_datasets() -> list[str]:
@@ -62,7 +66,12 @@ def cached_datasets() -> list[str]:
 
 
 def stop_session() -> None:
-    global _session
+    """Stop the process's session; the next `local_session()` starts a new one (a new SparkContext, with its
+    own memory accounting, in the same driver JVM)."""
+    global _session, _token
     if _session is not None:
         _session.stop()
         _session = None
+    if _token is not None:
+        REAPER.unregister(_token)
+        _token = None

@@ -52,16 +52,6 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture(scope="module", autouse=True)
-def no_cached_spark_data():
-    """After each module: the one Spark session of the test run keeps no module's cached data."""
-    yield
-    from lab_cluster.spark import cached_datasets
-
-    left = cached_datasets()
-    assert not left, f"the module left data cached in the test run's Spark session: {left}"
-
-
 @pytest.fixture(scope="session")
 def zk():
     """The test process's own real ZooKeeper server."""
@@ -139,12 +129,21 @@ def ensembles():
         ensemble.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark():
-    """A local Spark session for the whole test run (stopped at exit)."""
-    from lab_cluster.spark import local_session
+    """A local Spark session for one test module, stopped after it.
 
-    return local_session("local[2]")
+    One session for the whole run used to serve thousands of jobs, and twice an aggregation in the last module
+    found no execution memory left to take (AGGREGATE_OUT_OF_MEMORY, then "Could not allocate memory to grow
+    BytesToBytesMap"), with 1 GiB and then 2 GiB of driver memory, although its input was a few megabytes. A
+    session per module starts each module's analyses with a fresh SparkContext and its own memory accounting
+    (the driver JVM stays up, so this costs a few seconds per module)."""
+    from lab_cluster.spark import cached_datasets, local_session, stop_session
+
+    yield local_session("local[2]")
+    left = cached_datasets()  # every analysis unpersists what it cached, also when it fails
+    stop_session()
+    assert not left, f"the module left data cached in its Spark session: {left}"
 
 
 def run_experiment(spark, run_dir, specs):
