@@ -30,17 +30,13 @@ _COMMON = dict(address="kafka_bootstrap", address_config="bootstrap.servers", co
 
 KAFKA_PYTHON = Family(
     "kafka-python", "real client: kafka-python (KafkaConsumer 3.x)", "tab:pink", package="kafka_clients:KAFKA_PYTHON",
-    configure=lambda props, actor: kafka_python_member.configure(props, actor),
-    build=lambda config, topics, trace, actor, on_change: kafka_python_member.KafkaPythonMember(
-        config, topics, trace, actor, on_change),
+    configure=kafka_python_member.configure, build=kafka_python_member.KafkaPythonMember,
     stops_by="KafkaConsumer.close(): an auto-commit if enabled, then LeaveGroup (none for a static member)",
     **_COMMON)
 
 LIBRDKAFKA = Family(
     "librdkafka", "real client: librdkafka (confluent-kafka)", "tab:gray", package="kafka_clients:LIBRDKAFKA",
-    configure=lambda props, actor: librdkafka_member.configure(props, actor),
-    build=lambda config, topics, trace, actor, on_change: librdkafka_member.LibrdkafkaMember(
-        config, topics, trace, actor, on_change),
+    configure=librdkafka_member.configure, build=librdkafka_member.LibrdkafkaMember,
     stops_by="Consumer.close(): a commit if auto-commit is on, then LeaveGroup (none for a static member)",
     **_COMMON)
 

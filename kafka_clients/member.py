@@ -82,7 +82,8 @@ class RealClientMember:
         except Exception as exc:  # the library raised: the member gives up, and says why
             self._fail(f"{exc.__class__.__name__}: {exc}")
         finally:
-            self._set_state(State.STOPPED if self.state is not State.FAILED else State.FAILED)
+            if self.state is not State.FAILED:
+                self._set_state(State.STOPPED)
             self.trace.record("consumer_stop", member=self.ident)
 
     def _run(self) -> None:

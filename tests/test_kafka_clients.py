@@ -18,6 +18,7 @@ from conftest import PARTITIONS, trace_events, wait_for
 from conftest import produce_values as produce
 
 from lab_cluster.trace import TraceRecorder
+from lab_cluster.wire import recv_exactly
 
 kafka = pytest.importorskip("kafka")
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -122,13 +123,7 @@ def _read_answer(sock, response_cls, version):
 
 
 def _recv(sock, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return buf
-        buf += chunk
-    return buf
+    return recv_exactly(sock, n) or b""  # b"": the broker closed the connection
 
 
 # -- one real client at a time ---------------------------------------------------------------------

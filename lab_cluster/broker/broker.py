@@ -208,6 +208,11 @@ class Broker:
         with self._lock:
             return self._kafka_brokers.get(broker_id)
 
+    def topic_ids(self) -> dict[str, str]:
+        """{topic: its id} as the topics' znodes say (Kafka 2.8+'s topic ids)."""
+        with self._lock:
+            return dict(self._topic_ids)
+
     def appends_seen(self) -> int:
         """How many Produce requests this broker has appended so far (for `wait_for_append`)."""
         with self._appended:
@@ -271,7 +276,7 @@ class Broker:
 
     def metadata(self) -> dict:
         """What a `Metadata` request answers: {"brokers": {id: {host, port, kafka_port}}, "topics": {t: {p:
-        leader}}, "replicas": {t: {p: [broker ids]}}, "topic_ids": {t: id}, "controller": id}."""
+        leader}}, "replicas": {t: {p: [broker ids]}}, "controller": id}."""
         return self._metadata({})
 
     def _metadata(self, request: dict) -> dict:
@@ -282,4 +287,4 @@ class Broker:
                     "topics": {t: {str(p): self._leaders.get((t, p), L.NO_LEADER) for p in a}
                                for t, a in self._assignments.items()},
                     "replicas": {t: {str(p): list(r) for p, r in a.items()} for t, a in self._assignments.items()},
-                    "topic_ids": dict(self._topic_ids), "controller": self._controller}
+                    "controller": self._controller}

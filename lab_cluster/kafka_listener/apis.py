@@ -30,6 +30,7 @@ from ..wire import ErrorCode
 from . import kip848
 from . import records as R
 from . import subscriptions as S
+from .messages import first_error
 
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
 NO_EPOCH = -1
@@ -51,12 +52,16 @@ class KafkaApis:
         return self.broker.server.dispatch({"api": api, "version": version, "correlation_id": -1,
                                             "client_id": client_id, **fields})
 
+    def topic_uuids(self) -> dict[str, uuid.UUID]:
+        """{topic: its id}, as Kafka's wire carries it (KIP-516)."""
+        return {name: topic_uuid(i) for name, i in self.broker.topic_ids().items()}
+
     # -- cluster and data ------------------------------------------------------------------
     def metadata(self, request, version: int, client_id: str) -> dict:
         lab = self.call("Metadata", client_id)
         brokers = [{"node_id": int(i), "host": b["host"], "port": b["kafka_port"], "rack": None}
                    for i, b in sorted(lab["brokers"].items(), key=lambda kv: int(kv[0])) if b.get("kafka_port")]
-        ids = {name: topic_uuid(i) for name, i in (lab.get("topic_ids") or {}).items()}
+        ids = self.topic_uuids()
         names = {i: name for name, i in ids.items()}
         # v10+ may name a topic by its id alone (KIP-516)
         wanted = None if request.topics is None else [t.name or names.get(getattr(t, "topic_id", None), "")
@@ -149,7 +154,7 @@ class KafkaApis:
         when Kafka closes the connection so that the producer refreshes its metadata (so does the lab)."""
         from .server import ConnectionMustClose
 
-        responses, failed = [], False
+        responses = []
         for topic in request.topic_data:
             partitions = []
             for p in topic.partition_data:
@@ -157,7 +162,6 @@ class KafkaApis:
                 if topic.name in INTERNAL_TOPICS:  # only Kafka's own writers append there (ReplicaManager)
                     out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
                     partitions.append(out)
-                    failed = True
                     continue
                 try:
                     values = R.decode_values(p.records)
@@ -172,17 +176,15 @@ class KafkaApis:
                     if not values:  # a batch cut short decodes to nothing (Kafka: INVALID_RECORD)
                         out["error_code"] = ErrorCode.INVALID_RECORD
                         partitions.append(out)
-                        failed = True
                         continue
                     lab = self.call("Produce", client_id, topic=topic.name, partition=p.index, values=values)
                     out["error_code"] = lab["error_code"]
                     out["base_offset"] = lab.get("base_offset", -1)
                     out["log_start_offset"] = 0 if lab["error_code"] == 0 else -1
-                failed = failed or out["error_code"] != 0
                 partitions.append(out)
             responses.append({"name": topic.name, "partition_responses": partitions})
         if request.acks == 0:
-            if failed:
+            if first_error(responses):
                 raise ConnectionMustClose("an acks=0 Produce failed on some partition (Kafka closes the connection "
                                           "so that the producer refreshes its metadata)")
             return None

@@ -28,7 +28,6 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32, i32Timedelta
 
-from ..broker.zk_layout import topic_uuid
 from ..wire import ErrorCode
 
 _VERSIONS = {0: v0, 1: v1}
@@ -78,8 +77,7 @@ class ServedHeartbeat:
 
 def heartbeat(apis, request, version: int, client_id: str) -> dict:
     """The coordinator's answer to one heartbeat, topics by id on the way in and out."""
-    lab_metadata = apis.call("Metadata", client_id)
-    ids = {name: topic_uuid(i) for name, i in (lab_metadata.get("topic_ids") or {}).items()}
+    ids = apis.topic_uuids()
     names = {i: name for name, i in ids.items()}
     if version >= 1 and request.member_epoch == 0 and not request.member_id:
         return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": "MemberId can't be empty."}

@@ -141,3 +141,19 @@ def build(cls, values: dict):
             value = build(field.data_class, value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def first_error(values) -> int:
+    """The first non-zero `error_code` anywhere in an answer's values (0 if none)."""
+    if isinstance(values, dict):
+        code = values.get("error_code")
+        if code:
+            return int(code)
+        values = list(values.values())
+    if isinstance(values, list):
+        for v in values:
+            if isinstance(v, (dict, list)):
+                code = first_error(v)
+                if code:
+                    return code
+    return 0

@@ -36,7 +36,7 @@ from kafka.protocol.api_key import ApiKey
 
 from ..wire import ErrorCode, LoopbackServer, recv_exactly
 from .apis import HANDLERS, KafkaApis
-from .messages import SERVED, api_name
+from .messages import SERVED, api_name, first_error
 
 MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes
 _SIZE = struct.Struct(">i")
@@ -142,7 +142,7 @@ class KafkaListener(LoopbackServer):
 
     def _record(self, api: str, version: int, client_id: str, correlation_id: int, values: dict) -> None:
         self.broker.record("kafka_request", api=api, version=version, client=client_id,
-                           correlation_id=correlation_id, error=_error_name(_first_error(values)))
+                           correlation_id=correlation_id, error=_error_name(first_error(values)))
 
 
 def _error_name(code: int) -> str:
@@ -150,20 +150,3 @@ def _error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"error {code}"
-
-
-def _first_error(values) -> int:
-    """The first non-zero `error_code` anywhere in an answer's values (0 if none)."""
-    if isinstance(values, dict):
-        code = values.get("error_code")
-        if code:
-            return int(code)
-        values = list(values.values())
-    if isinstance(values, list):
-        for v in values:
-            if isinstance(v, (dict, list)):
-                code = _first_error(v)
-                if code:
-                    return code
-    return 0
-
