@@ -99,7 +99,10 @@ old process of a static member, FENCED_INSTANCE_ID; KIP-848's STALE_MEMBER_EPOCH
 and `members_fenced` (a member told by its coordinator that it is no longer
 one, and resetting: `generation_reset` with UNKNOWN_MEMBER_ID,
 ILLEGAL_GENERATION, FENCED_INSTANCE_ID or KIP-848's FENCED_MEMBER_EPOCH; a
-KIP-848 zombie learns it from its heartbeat, often before it commits).
+KIP-848 zombie learns it from its heartbeat, often before it commits) and
+`requests_fenced` (the coordinator's side of both: its answers with one of
+those errors, `coordinator_request`, whoever the client: a real Kafka client's
+generation reset is not in its trace).
 
 The cross-check (`cross_check`) compares, between the runner's two
 `zk_server_counters` snapshots around each change (summed over the servers),
@@ -616,12 +619,14 @@ def trial_metrics(events: DataFrame) -> DataFrame:
     fenced = events.where(commit_outcome("fenced")).groupBy("trial").agg(F.count(F.lit(1)).alias("commits_fenced"))
     resets = (events.where((F.col("kind") == "generation_reset") & F.col("error").isin(*FENCING_ERRORS))
               .groupBy("trial").agg(F.count(F.lit(1)).alias("members_fenced")))
+    refused = (events.where((F.col("kind") == "coordinator_request") & F.col("error").isin(*FENCING_ERRORS))
+               .groupBy("trial").agg(F.count(F.lit(1)).alias("requests_fenced")))
     trials = events.select("trial").distinct()
     return (trials.join(dups, "trial", "left").join(gaps, "trial", "left").join(made, "trial", "left")
             .join(_backward_commits(events), "trial", "left").join(fenced, "trial", "left")
-            .join(resets, "trial", "left")
+            .join(resets, "trial", "left").join(refused, "trial", "left")
             .fillna(0, subset=["duplicates", "gaps", "messages_processed", "messages_produced",
-                               "offsets_moved_backwards", "commits_fenced", "members_fenced"]))
+                               "offsets_moved_backwards", "commits_fenced", "members_fenced", "requests_fenced"]))
 
 
 #: the coordinator's answers that tell a member it is no longer one (it resets and rejoins)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from lab_cluster.errors import LabError
 
-from .member import RealClientMember, State
+from .member import PROCESSING_MS, RealClientMember, State, lab_settings
 
 
 def _assignors():
@@ -33,7 +33,8 @@ def configure(props: dict[str, str], actor: str) -> dict:
     from kafka import KafkaConsumer
 
     defaults = KafkaConsumer.DEFAULT_CONFIG
-    out: dict = {"client_id": actor}
+    props, processing_ms = lab_settings(props)
+    out: dict = {"client_id": actor, PROCESSING_MS: processing_ms}
     for key, value in props.items():
         name = key.replace(".", "_")
         if name not in defaults:
@@ -80,12 +81,12 @@ class KafkaPythonMember(RealClientMember):
                 member._on_revoked([(tp.topic, tp.partition) for tp in revoked])
 
             def on_partitions_assigned(self, assigned):  # under cooperative: the added ones only
-                member._learn_member_id(consumer)
-                member._on_assigned([(tp.topic, tp.partition) for tp in consumer.assignment()])
+                generation = member._learn_member_id(consumer)
+                member._on_assigned([(tp.topic, tp.partition) for tp in consumer.assignment()], generation)
 
         def committed(offsets, result):
-            error = None if not isinstance(result, Exception) else type(result).__name__
-            self._on_committed([(tp.topic, tp.partition, meta.offset) for tp, meta in offsets.items()], error)
+            self._on_committed([(tp.topic, tp.partition, meta.offset) for tp, meta in offsets.items()],
+                               kafka_error_name(result))
 
         consumer = KafkaConsumer(**{**self.config, "default_offset_commit_callback": committed})
         try:
@@ -100,8 +101,35 @@ class KafkaPythonMember(RealClientMember):
         finally:
             consumer.close()  # auto-commit (if on), then LeaveGroup unless static: the Java client's close()
 
-    def _learn_member_id(self, consumer) -> None:
-        # kafka-python keeps the coordinator's member id in its coordinator's generation (no public accessor)
+    def _learn_member_id(self, consumer) -> int | None:
+        """The generation kafka-python holds, and its member id: kafka-python keeps both in its coordinator's
+        `_generation` (no public accessor); None if it has none."""
         generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
-        if generation is not None and generation.member_id:
+        if generation is None:
+            return None
+        if generation.member_id:
             self.member_id = generation.member_id
+        return generation.generation_id if generation.generation_id >= 0 else None
+
+
+def kafka_error_name(result) -> str | None:
+    """The Kafka name of the error a commit callback got (None: it succeeded).
+
+    kafka-python raises a fenced commit as `CommitFailedError(IllegalGenerationError())` (or
+    UnknownMemberIdError, RebalanceInProgressError): the coordinator's error is the one inside.
+
+    >>> import kafka.errors as e
+    >>> kafka_error_name({}), kafka_error_name(e.CommitFailedError(e.IllegalGenerationError()))
+    (None, 'ILLEGAL_GENERATION')
+    >>> kafka_error_name(e.UnknownMemberIdError()), kafka_error_name(e.KafkaTimeoutError())
+    ('UNKNOWN_MEMBER_ID', 'KafkaTimeoutError')
+    """
+    if not isinstance(result, Exception):
+        return None
+    import kafka.errors
+
+    if isinstance(result, kafka.errors.CommitFailedError) and result.args and isinstance(result.args[0], Exception):
+        result = result.args[0]
+    if isinstance(result, kafka.errors.BrokerResponseError):
+        return result.message
+    return type(result).__name__

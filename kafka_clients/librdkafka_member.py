@@ -12,13 +12,29 @@ the partitions that move (KIP-429's incremental callbacks), and the
 application must call `incremental_assign`/`incremental_unassign`; under eager
 assignors, `assign`/`unassign` with the whole assignment. The wrapper does
 what the library's documentation asks of an application in each case.
+
+Before it lets partitions go in a rebalance (`on_revoke`, and in `close()`),
+the wrapper commits what it processed, synchronously, when auto-commit is on:
+what Java's consumer does itself (`ConsumerCoordinator.onJoinPrepare`:
+`maybeAutoCommitOffsetsSync`) and kafka-python too, and what confluent-kafka's
+documentation leaves to the application's rebalance callback. librdkafka
+would otherwise commit them itself as it unassigns, asynchronously, and its
+commit callback would report, after the partitions were revoked, a commit the
+coordinator accepted under the old generation: the trace would show a member
+committing partitions it no longer owns. librdkafka still commits them as it
+unassigns, the very offsets the wrapper has just committed: those repeats move
+no committed offset, and the wrapper does not record them (`_repeat`).
+Partitions *lost* (`on_lost`: the coordinator no longer knows the member) are
+not committed: their generation is gone.
 """
 
 from __future__ import annotations
 
+import sys
+
 from lab_cluster.errors import LabError
 
-from .member import RealClientMember, State
+from .member import PROCESSING_MS, RealClientMember, State, lab_settings
 
 BROKER_SIDE_UNDER_KIP848 = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
 
@@ -32,13 +48,14 @@ def configure(props: dict[str, str], actor: str) -> dict:
     ...
     lab_cluster.errors.LabError: session.timeout.ms: librdkafka refuses it with group.protocol=consumer ...
     """
+    props, processing_ms = lab_settings(props)
     if props.get("group.protocol") == "consumer":
         for key in BROKER_SIDE_UNDER_KIP848:
             if key in props:
                 raise LabError(f"{key}: librdkafka refuses it with group.protocol=consumer (KIP-848), where the "
                                "coordinator decides it.",
                                "Set the brokers' group.consumer.* settings instead, or drop the setting.")
-    return {"client.id": actor, "log_level": 4, **props}
+    return {"client.id": actor, "log_level": 4, **props, PROCESSING_MS: processing_ms}
 
 
 class LibrdkafkaMember(RealClientMember):
@@ -47,9 +64,17 @@ class LibrdkafkaMember(RealClientMember):
     def _run(self) -> None:
         import confluent_kafka
 
+        self._accepted: dict[tuple[str, int], int] = {}  # the offset of the last accepted commit, per partition
+
         def committed(error, partitions):
             name = None if error is None else error.name()
-            self._on_committed([(tp.topic, tp.partition, tp.offset) for tp in partitions or []], name)
+            # a partition's own error, where the request as a whole succeeded (OffsetCommit answers per partition);
+            # librdkafka lists every assigned partition, those it had nothing to commit for with a negative offset
+            # (RD_KAFKA_OFFSET_INVALID, -1001): no commit was made for them
+            for tp in (tp for tp in partitions or [] if tp.offset >= 0):
+                error = name or (tp.error.name() if tp.error is not None else None)
+                if not self._repeat(tp, error):
+                    self._on_committed([(tp.topic, tp.partition, tp.offset)], error)
 
         consumer = confluent_kafka.Consumer({**self.config, "on_commit": committed})
         cooperative = consumer_protocol_incremental(self.config)
@@ -60,9 +85,9 @@ class LibrdkafkaMember(RealClientMember):
                 c.incremental_assign(partitions)
             else:
                 c.assign(partitions)
-            self._on_assigned([(tp.topic, tp.partition) for tp in c.assignment()])
+            self._on_assigned([(tp.topic, tp.partition) for tp in c.assignment()], generation_of(c))
 
-        def on_revoke(c, partitions):
+        def on_lost(c, partitions):
             self.member_id = c.memberid() or self.member_id
             self._on_revoked([(tp.topic, tp.partition) for tp in partitions])
             if cooperative:
@@ -70,8 +95,14 @@ class LibrdkafkaMember(RealClientMember):
             else:
                 c.unassign()
 
+        def on_revoke(c, partitions):
+            if auto_commit:
+                self._commit_before_revoking(c, confluent_kafka)
+            on_lost(c, partitions)
+
+        auto_commit = str(self.config.get("enable.auto.commit", "true")).lower() == "true"
         try:
-            consumer.subscribe(self.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+            consumer.subscribe(self.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
             self._set_state(State.REBALANCING)
             while not self._stop.is_set():
                 message = consumer.poll(0.1)
@@ -85,6 +116,57 @@ class LibrdkafkaMember(RealClientMember):
                 self._on_processed(message.topic(), message.partition(), message.offset())
         finally:
             consumer.close()  # commit (if auto-commit), then LeaveGroup unless static
+
+
+    def _commit_before_revoking(self, consumer, confluent_kafka) -> None:
+        """A synchronous commit of the positions it processed (confluent-kafka reports a synchronous commit's
+        outcome to the caller, not to `on_commit`)."""
+        try:
+            result = consumer.commit(asynchronous=False)
+        except confluent_kafka.KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != confluent_kafka.KafkaError._NO_OFFSET:  # _NO_OFFSET: nothing new to commit
+                self.trace.record("commit_error", member=self.member_id, error=error.name())
+            return
+        for tp in (tp for tp in result or [] if tp.offset >= 0):
+            error = tp.error.name() if tp.error else None
+            self._repeat(tp, error)
+            self._on_committed([(tp.topic, tp.partition, tp.offset)], error)
+
+    def _repeat(self, tp, error: str | None) -> bool:
+        """True for an accepted commit of the offset this member's last accepted commit of the partition already
+        made (librdkafka's commit as it unassigns, after the wrapper's own); remembers an accepted one."""
+        if error is not None:
+            return False
+        key = (tp.topic, tp.partition)
+        repeat = self._accepted.get(key) == tp.offset
+        self._accepted[key] = tp.offset
+        return repeat
+
+
+def generation_of(consumer) -> int | None:
+    """The generation (KIP-848: the member epoch) librdkafka holds, or None.
+
+    confluent-kafka has no accessor for it; the one place it shows is the consumer's group metadata, which
+    librdkafka serialises for transactions (`rd_kafka_consumer_group_metadata_write`: the magic `CGMDv2:`, then
+    the generation as a 4-byte integer in the machine's byte order, then the group and member ids). The lab
+    reads it there; a library whose bytes do not start so gives None (the metrics then have no round for it).
+
+    >>> class Consumer:
+    ...     def consumer_group_metadata(self):
+    ...         return b"CGMDv2:" + (7).to_bytes(4, sys.byteorder) + b"g\\0m\\0"
+    >>> generation_of(Consumer())
+    7
+    """
+    try:
+        data = consumer.consumer_group_metadata()
+    except Exception:  # noqa: BLE001 - a library without it: no generation, as documented
+        return None
+    magic = b"CGMDv2:"
+    if not isinstance(data, bytes) or not data.startswith(magic) or len(data) < len(magic) + 4:
+        return None
+    generation = int.from_bytes(data[len(magic):len(magic) + 4], sys.byteorder, signed=True)
+    return generation if generation >= 0 else None
 
 
 def consumer_protocol_incremental(config: dict) -> bool:

@@ -4,9 +4,12 @@ The client is the library's own (kafka-python's `KafkaConsumer`, librdkafka's
 `Consumer`), pointed at the brokers' Kafka listeners; the lab only watches:
 
     start()  -> consumer_start; the poll loop thread builds the client and subscribes
-    poll     -> processed, one per record, as the application processes it
-    the client's rebalance callbacks -> revoked (what it let go of), assigned (its whole assignment after)
-    the client's commit callback -> commit, one per partition, outcome `accepted` or the error's name
+    poll     -> processed, one per record, as the application processes it (`lab.processing.ms` each)
+    the client's rebalance callbacks -> revoked (what it let go of), assigned (its whole assignment after,
+                with the generation the client holds, where the library lets it be read)
+    the client's commit callback -> commit, one per partition: outcome `accepted`, `fenced` (the coordinator
+                refused it as from a member it no longer knows: `FENCING_ERRORS`) or `failed`, and the error's
+                Kafka name
     stop()   -> the client's close() (a commit if auto-commit is on, a LeaveGroup unless static), consumer_stop
 
 States (`consumer_state`): STARTING -> REBALANCING (revoked, or waiting for a
@@ -23,8 +26,42 @@ import enum
 import threading
 from collections.abc import Callable
 
+from lab_cluster.errors import LabError
 from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
+
+#: the lab's own setting, not the library's: time the application spends on each record (as the lab's consumers'
+#: `lab.processing.ms`), so a zombie that wakes up behind does not catch up at once
+PROCESSING_MS = "lab.processing.ms"
+#: a commit refused with one of these was sent by a member the coordinator no longer counts (the lab's consumers
+#: record it `fenced`: `modern_coord/consumer.py`, Java's CommitFailedException); KIP-848's STALE_MEMBER_EPOCH too
+FENCING_ERRORS = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "STALE_MEMBER_EPOCH")
+
+
+def lab_settings(props: dict[str, str]) -> tuple[dict[str, str], int]:
+    """The properties for the library, and the lab's `lab.processing.ms` taken out of them.
+
+    >>> lab_settings({"group.id": "g", "lab.processing.ms": "20"})
+    ({'group.id': 'g'}, 20)
+    """
+    rest = {k: v for k, v in props.items() if k != PROCESSING_MS}
+    try:
+        processing_ms = int(props.get(PROCESSING_MS, 0))
+    except ValueError:
+        processing_ms = -1
+    if processing_ms < 0:
+        raise LabError(f"{PROCESSING_MS}={props[PROCESSING_MS]}: it must be a whole number of milliseconds >= 0.",
+                       "Fix the value.")
+    return rest, processing_ms
+
+
+def commit_outcome(error: str | None) -> str:
+    """`accepted`, `fenced` or `failed`, for a commit that got this Kafka error (None: none).
+
+    >>> commit_outcome(None), commit_outcome("ILLEGAL_GENERATION"), commit_outcome("REQUEST_TIMED_OUT")
+    ('accepted', 'fenced', 'failed')
+    """
+    return "accepted" if error is None else "fenced" if error in FENCING_ERRORS else "failed"
 
 
 class State(enum.Enum):
@@ -42,7 +79,8 @@ class RealClientMember:
 
     def __init__(self, config: dict, topics: list[str], trace: TraceRecorder, actor: str,
                  on_change: Callable | None = None):
-        self.config = config
+        self.config = dict(config)
+        self.processing_s = self.config.pop(PROCESSING_MS, 0) / 1000
         self.topics = list(topics)
         self.trace = trace
         self.ident = actor
@@ -91,6 +129,8 @@ class RealClientMember:
 
     # -- hooks the wrappers call ---------------------------------------------------------------------
     def _on_processed(self, topic: str, partition: int, offset: int) -> None:
+        if self.processing_s:
+            self._stop.wait(self.processing_s)
         self.trace.record("processed", topic=topic, partition=partition, offset=offset, member=self.member_id)
 
     def _on_revoked(self, partitions: list[tuple[str, int]]) -> None:
@@ -99,16 +139,18 @@ class RealClientMember:
         self.trace.record("revoked", member=self.member_id, partitions=[list(tp) for tp in sorted(partitions)])
         self._set_state(State.REBALANCING)
 
-    def _on_assigned(self, owned: list[tuple[str, int]]) -> None:
+    def _on_assigned(self, owned: list[tuple[str, int]], generation: int | None) -> None:
         with self._lock:
             self._owned = set(owned)
-        self.trace.record("assigned", member=self.member_id, partitions=[list(tp) for tp in sorted(owned)])
+        self.trace.record("assigned", member=self.member_id, generation=generation,
+                          partitions=[list(tp) for tp in sorted(owned)])
         self._set_state(State.STABLE)
 
     def _on_committed(self, offsets: list[tuple[str, int, int]], error: str | None) -> None:
+        """`error`: the Kafka name of the error the commit got (None: accepted)."""
         for topic, partition, offset in offsets:
             self.trace.record("commit", member=self.member_id, topic=topic, partition=partition, offset=offset,
-                              outcome="accepted" if error is None else error)
+                              outcome=commit_outcome(error), error=error or "NONE")
 
     def _fail(self, reason: str) -> None:
         self.error = reason

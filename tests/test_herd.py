@@ -91,6 +91,22 @@ def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffi
             assert checked[fid].holds, checked[fid]
 
 
+def test_the_real_kafka_clients_on_the_same_coordinator_get_no_notification_and_linear_control_traffic(herd_run):
+    """kafka-python and librdkafka, unchanged, on the brokers' Kafka listeners: the era's finding holds for them,
+    and every assignment they adopt is a generation of the coordinator's (one round per change or more)."""
+    summary = herd_run[2]
+    checked = by_id(herd.findings(summary))
+    for design in herd.REAL_CLIENTS:
+        rows = summary[summary.design == design]
+        assert len(rows) == 2 * len(NS)
+        assert (rows.zk_requests_per_change == 0).all() and (rows.broker_requests_per_change > 0).all()
+        assert (rows.generations >= 1).all(), rows[["consumers", "change", "generations"]]
+        for change in ("join", "leave"):
+            for fid in (f"{design}-{change}-no-zookeeper", f"{design}-{change}-linear-control",
+                        f"{design}-{change}-rebalances-as-the-lab-consumer"):
+                assert checked[fid].holds, checked[fid]
+
+
 def test_kip848_touches_only_the_members_whose_share_moves(herd_run):
     """KIP-848: no ZooKeeper, one target per group epoch, and no group-wide stop: the others revoke at most the
     partitions that move (on a leave, none), where the eager coordinator era revokes everything it owns."""

@@ -58,6 +58,14 @@ def test_a_kafka_python_and_a_librdkafka_member_share_the_group_process_everythi
         assert all(e["f"]["outcome"] == "accepted" for e in trace_events(cluster.dir, actor, "commit"))
     revoked = trace_events(cluster.dir, "kp", "revoked")
     assert revoked  # eager range: kafka-python revoked everything before taking librdkafka's share
+    # each client's `assigned` carries the generation it holds (kafka-python's own, librdkafka's group metadata):
+    # one the coordinator gave that member in a SyncGroup answer
+    synced = {(e["member"], e["generation"]) for b in cluster.brokers
+              for e in trace_events(cluster.dir, f"broker-{b}", "coordinator_request")
+              if e["f"]["api"] == "SyncGroup" and e["error"] == "NONE"}
+    for actor in ("kp", "rd"):
+        adopted = {(e["member"], e["generation"]) for e in trace_events(cluster.dir, actor, "assigned")}
+        assert adopted and adopted <= synced, (actor, adopted, synced)
 
 
 def test_a_setting_kafka_python_does_not_take_is_refused_before_anything_starts():

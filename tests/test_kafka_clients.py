@@ -163,11 +163,17 @@ def test_librdkafka_consumes_exactly_what_was_produced_commits_and_a_restart_res
     got = consume_rd(again, 3 * PARTITIONS)
     assert _values(got) == more
     again.close()
-    apis = {e["f"]["api"] for b in cluster.brokers for e in trace_events(cluster.dir, f"broker-{b}", "kafka_request")
-            if e["f"]["client"] in ("rd-1", "rd-2")}
-    group_apis = {"JoinGroup", "SyncGroup", "Heartbeat", "ConsumerGroupHeartbeat"} & apis
-    assert group_apis == ({"ConsumerGroupHeartbeat"} if protocol == "consumer"
-                          else {"JoinGroup", "SyncGroup", "Heartbeat"})
+
+    def group_apis() -> set[str]:
+        apis = {e["f"]["api"] for b in cluster.brokers
+                for e in trace_events(cluster.dir, f"broker-{b}", "kafka_request")
+                if e["f"]["client"] in ("rd-1", "rd-2")}
+        return {"JoinGroup", "SyncGroup", "Heartbeat", "ConsumerGroupHeartbeat"} & apis
+    # the brokers write their traces as they go, buffered: wait until what they served is on disk
+    expected = {"ConsumerGroupHeartbeat"} if protocol == "consumer" else {"JoinGroup", "SyncGroup", "Heartbeat"}
+    wait_for(lambda: group_apis() >= expected, timeout_s=30, what="the brokers' traces of the group requests")
+    assert group_apis() == expected, sorted({(e["f"]["client"], e["f"]["api"]) for b in cluster.brokers
+                                            for e in trace_events(cluster.dir, f"broker-{b}", "kafka_request")})
 
 
 def test_a_lab_kip848_consumer_and_librdkafka_share_a_consumer_group_and_one_takes_all_when_the_other_leaves(

@@ -20,7 +20,7 @@ from experiments.engine.finding import by_id
 
 pytestmark = [pytest.mark.storm, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-kip848")
+DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-kip848", "kafka-python", "librdkafka")
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,9 @@ def test_static_members_bounce_without_a_rebalance_and_eager_ones_stop_the_group
                     "modern-restart-stops-everyone", "legacy-more-rounds-than-static",
                     "modern-more-rounds-than-static", "modern-coop-revokes-only-moving", "modern-coop-more-rounds",
                     "modern-kip848-revokes-only-moving",
+                    # the real clients, eager (range) on the same coordinator: a group-wide stop per restart
+                    "kafka-python-restart-stops-everyone", "librdkafka-restart-stops-everyone",
+                    "kafka-python-more-rounds-than-static", "librdkafka-more-rounds-than-static",
                     "all-stable-after-storm"):
         assert checked[finding].holds, checked[finding]
 

@@ -89,6 +89,18 @@ def test_the_kip848_zombie_is_fenced_by_its_member_epoch(zombie_run):
     assert checked["modern-kip848-pause-fenced"].holds and checked["modern-kip848-cut-fenced"].holds, checked
 
 
+def test_the_real_kafka_clients_paused_are_fenced_as_the_labs_consumer_is(zombie_run):
+    """kafka-python and librdkafka are paused only (no proxy can be put in their way); the coordinator answers the
+    woken zombie with a fencing error, none of its commits is accepted, no committed offset moves backwards."""
+    trials = zombie.per_trial(zombie_run[2])
+    checked = by_id(zombie.findings(zombie_run[2]))
+    for design in zombie.REAL_CLIENTS:
+        real = trials[trials.design == design]
+        assert list(real.variant) == ["pause"]
+        assert (real.requests_fenced > 0).all() and (real.zombie_commits_accepted == 0).all(), real.to_dict("records")
+        assert checked[f"{design}-pause-fenced"].holds, checked[f"{design}-pause-fenced"]
+
+
 def test_rocketmq_fences_nothing_the_zombies_commits_are_accepted(zombie_run):
     run_dir, _, summary = zombie_run
     trials = zombie.per_trial(summary)

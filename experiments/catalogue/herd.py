@@ -66,7 +66,10 @@ PROFILES = {
     "quick": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
-DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq")
+DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
+#: the real Kafka clients (`kafka_clients/`) on the same coordinator as the lab's `modern` consumer, the era's
+#: findings checked on them too
+REAL_CLIENTS = {"kafka-python": "kafka-python (real client)", "librdkafka": "librdkafka (real client)"}
 #: TubeMQ's scenario, each node in its own process: a join (refused at once), the refused newcomer's leave
 #: (nothing changes), and the departure of node 0, which cannot converge: the runner watches it for
 #: `TUBEMQ_WATCH_S`, more than two of every node's metadata checks (`partMetaInfoCheckPeriodMs`, 10 s), in
@@ -135,7 +138,8 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            bool(squared), f"registration reads {_series(reads)} (log-log slope "
                                           f"{loglog_slope(reads.index, reads.values):.2f}); all ZooKeeper requests "
                                           f"{_series(zk)} (quadratic term {quadratic_term(zk.index, zk.values):.3g})"))
-        for design, era in (("modern", "Coordinator era"), ("modern-kip848", "Consumer protocol (KIP-848)")):
+        for design, era in (("modern", "Coordinator era"), ("modern-kip848", "Consumer protocol (KIP-848)"),
+                            *REAL_CLIENTS.items()):
             quiet = per_n(summary, design, change, "notifications_per_change")
             modern_zk = per_n(summary, design, change, "zk_requests_per_change")
             out.append(Finding(f"{design}-{change}-no-zookeeper",
@@ -150,6 +154,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
                                f"{_series(control)}; log-log slope {slope:.2f}"))
         out.append(_kip848_revokes_only_moving(summary, change))
+        out += [_like_the_labs_consumer(summary, design, label, change) for design, label in REAL_CLIENTS.items()]
         rocket = per_n(summary, "rocketmq", change, "notifications_per_change")
         after = per_n(summary, "rocketmq", change, "members_after")
         brokers = BROKERS
@@ -161,6 +166,19 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            f"{_series(after)}"))
     out += _tubemq_findings(summary)
     return of_designs_run(out, summary)
+
+
+def _like_the_labs_consumer(summary: pd.DataFrame, design: str, label: str, change: str) -> Finding:
+    """A real client and the lab's consumer (`modern`) on the same coordinator: the same rebalance at every N."""
+    theirs = {m: per_n(summary, design, change, m) for m in ("generations", "members_revoking")}
+    ours = {m: per_n(summary, "modern", change, m) for m in ("generations", "members_revoking")}
+    common = [n for n in theirs["generations"].index if n in ours["generations"].index]
+    same = len(common) >= 3 and all(theirs[m].loc[n] == ours[m].loc[n] for m in theirs for n in common)
+    return Finding(f"{design}-{change}-rebalances-as-the-lab-consumer",
+                   f"{label}, {change}: the same rebalance as the lab's consumer on the same coordinator at every N "
+                   "(as many rounds, and every other member revoking)", bool(same),
+                   f"rounds {_series(theirs['generations'])} (lab's {_series(ours['generations'])}); members "
+                   f"revoking {_series(theirs['members_revoking'])} (lab's {_series(ours['members_revoking'])})")
 
 
 def _kip848_revokes_only_moving(summary: pd.DataFrame, change: str) -> Finding:

@@ -53,7 +53,12 @@ duplicates, and the time until the group is stable after the last restart
   experiment does) and the analysis judges from the traces whether every
   partition had exactly one owner at the window's end (`converged`);
 - TubeMQ's server balance: the master sees the node go and come back, and
-  moves partitions at its next balance tick (30 s), one heartbeat (13 s) per step.
+  moves partitions at its next balance tick (30 s), one heartbeat (13 s) per step;
+- the real Kafka clients (kafka-python, librdkafka; `kafka_clients/`) on the
+  same coordinator as `modern`, with their own defaults and the range
+  assignor: their `close()` sends LeaveGroup and their start JoinGroup, so
+  they are checked for the eager protocol's group-wide stop as the lab's
+  consumer is.
 """
 
 from __future__ import annotations
@@ -72,8 +77,10 @@ PROFILES = {
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 5.0, "seeds": 3},
 }
 DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-static-coop", "modern-kip848", "rocketmq",
-           "tubemq", "tubemq-server")
-EAGER = ("legacy", "modern")  # every member stops for every rebalance
+           "tubemq", "tubemq-server", "kafka-python", "librdkafka")
+#: every member stops for every rebalance: the ZooKeeper era, and the coordinator era's eager protocol, the lab's
+#: consumer and the real clients (kafka-python, librdkafka: range, their default here) on the same coordinator
+EAGER = ("legacy", "modern", "kafka-python", "librdkafka")
 STATIC = ("modern-static", "modern-static-coop")
 COOPERATIVE = ("modern-coop", "modern-static-coop")
 #: the deploy: each instance down 4 s between its stop and its start (its new process's start takes seconds), and

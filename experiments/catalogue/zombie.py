@@ -56,7 +56,13 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
   what it sends on waking is refused: a confirm (the commit) is UNAUTHORIZED,
   a fetch HB_NO_NODE, after which it drops the partition and registers it
   again at its next balance round. Nothing double-processed, nothing
-  accepted from a non-holder, at the price of the share's idle time.
+  accepted from a non-holder, at the price of the share's idle time;
+- the real Kafka clients (kafka-python, librdkafka), `pause` only (they connect
+  where the brokers' metadata says, so no proxy can cut their coordinator
+  link): on the same coordinator as the lab's `modern` consumer, the same
+  fencing. What a real client does inside (its generation reset) is not in its
+  trace, so the finding reads the coordinator's side: its answers with a
+  fencing error (`requests_fenced`), the zombie's heartbeat or commit.
   (Ownership, as the metrics count it, is what a consumer believes: the
   zombie believes it still holds its share while it is away, so the share
   counts as owned, once, and "double-owned" stays 0: nobody else claimed it.)
@@ -78,8 +84,10 @@ PROFILES = {
     "quick": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [2, 4], "partitions": 8, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq")
+DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
 VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
+#: the real Kafka clients: no link of theirs can be cut (`Family.victim_link` "none"), so they are paused only
+REAL_CLIENTS = {"kafka-python": "kafka-python (real client)", "librdkafka": "librdkafka (real client)"}
 #: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
 #: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
 #: silence, and a 10 s request timeout so a request lost in the cut link is given up before the trial ends.
@@ -91,6 +99,12 @@ OVERRIDES = {
     "modern-kip848": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "request.timeout.ms=10000"),
     "rocketmq": ("persistConsumerOffsetInterval=1000", "lab.processing.ms=20"),
     "tubemq": ("lab.processing.ms=20",),  # it commits every batch it processed (confirmConsume)
+    # the real clients: `modern`'s settings, under each library's names (librdkafka's consumer has no
+    # request.timeout.ms: its socket.timeout.ms bounds a request)
+    "kafka-python": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
+                     "heartbeat.interval.ms=2000", "request.timeout.ms=10000"),
+    "librdkafka": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
+                   "heartbeat.interval.ms=2000", "socket.timeout.ms=10000"),
 }
 #: KIP-848's session and heartbeat, the classic consumer's values above, set where they live: on the broker
 #: (their lower bounds, 45 s and 5 s by default, lowered to allow them)
@@ -102,7 +116,8 @@ BROKER_OVERRIDES = {
 #: expires after 6 s; a RocketMQ broker drops a silent channel after 120 s (its scan runs every 10 s) and the
 #: others notice at their next periodic rebalance (20 s). A TubeMQ group cannot converge without its node: the
 #: runner watches for 40 s, past the 30 s after which a broker releases a silent holder's registrations.
-CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "modern-kip848": 60.0, "rocketmq": 240.0, "tubemq": 40.0}
+CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "modern-kip848": 60.0, "rocketmq": 240.0, "tubemq": 40.0,
+                    "kafka-python": 60.0, "librdkafka": 60.0}
 #: the designs whose group never converges without the victim (its share waits for it)
 WAITS_FOR_VICTIM = ("tubemq",)
 HOLD_S = 3.0
@@ -116,7 +131,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
                       broker_overrides=BROKER_OVERRIDES.get(design, ()),
                       converge_limit_s=CONVERGE_LIMIT_S[design], converge_required=design not in WAITS_FOR_VICTIM)
             for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
-            for seed in range(seeds or p["seeds"])]
+            for seed in range(seeds or p["seeds"]) if variant == "pause" or design not in REAL_CLIENTS]
 
 
 def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
@@ -129,7 +144,7 @@ def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
         processed_after_loss=("processed_after_loss", "sum"),
         duplicates=("duplicates", "first"), gaps=("gaps", "first"),
         offsets_moved_backwards=("offsets_moved_backwards", "first"), commits_fenced=("commits_fenced", "first"),
-        members_fenced=("members_fenced", "first"))
+        members_fenced=("members_fenced", "first"), requests_fenced=("requests_fenced", "first"))
 
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
@@ -185,6 +200,16 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                   & (tv.double_owned_partition_s == 0)).all()),
             _evidence(tv, ["zombie_commits_accepted", "commits_fenced", "double_processed_partition_s",
                            "double_owned_partition_s", "duplicates"])))
+    for design, label in REAL_CLIENTS.items():
+        r = t[(t.design == design) & (t.variant == "pause")]
+        out.append(Finding(
+            f"{design}-pause-fenced",
+            f"{label}, pause: as the lab's consumer, the zombie is fenced (the coordinator answers its heartbeat or "
+            "commit with a fencing error), none of its commits is accepted, no committed offset moves backwards",
+            len(r) > 0 and bool(((r.zombie_commits_accepted == 0) & (r.offsets_moved_backwards == 0)
+                                 & (r.requests_fenced > 0)).all()),
+            _evidence(r, ["requests_fenced", "commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards",
+                          "duplicates"])))
     cut = legacy[legacy.variant == "cut"]
     out.append(Finding("legacy-cut-blocked-commit-lands",
                        "ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "

@@ -3,11 +3,13 @@
 Adding a family: its package (exporting a `FAMILY`), and one line here. A
 variant of a family (the coordinator era's static and cooperative designs,
 `modern_coord/variants.py`) is a `Family` of its own, exported under another
-name: its `package` says `module:ATTRIBUTE`.
+name: its `package` says `module:ATTRIBUTE`. The real Kafka clients (`kafka_clients/`) are families too: the
+libraries themselves, unchanged, on the brokers' Kafka listeners.
 """
 
 from __future__ import annotations
 
+import kafka_clients
 import legacy_zk
 import modern_coord
 import modern_coord.variants
@@ -23,6 +25,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     rocketmq_client.FAMILY,
     tubemq_client.FAMILY,
     tubemq_client.server_balance.FAMILY,
+    *kafka_clients.FAMILIES,
 )}
 
 #: what every broker hosts besides the ZooKeeper-era broker: each family's plug-in (the coordinator era's

@@ -66,7 +66,7 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_rea
            "double_owned_partition_s",
            "double_processed_partition_s", "view_divergence", "stale_views", "duplicates", "gaps",
            "zombie_commits_accepted", "processed_after_loss", "offsets_moved_backwards", "commits_fenced",
-           "members_fenced",
+           "members_fenced", "requests_fenced",
            "first_message_ms", "partitions_moved", "partitions_spread", "members_revoking", "partitions_revoked",
            "generations", "unprocessed_partition_s", "processing_resumed_ms"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",

@@ -35,6 +35,11 @@ MECHANISM = {
                      "reconciles alone through its heartbeats, a partition handed over only once its owner has "
                      "released it; member epochs fence heartbeats and commits "
                      "(`modern_coord/coordinator/consumer_protocol.py`, KIP-848)",
+    "kafka-python": "the real client kafka-python (`KafkaConsumer` 3.x), unchanged, on the brokers' Kafka listeners "
+                    "and the lab's coordinator: the coordinator era's protocol as a library people run implements "
+                    "it (`kafka_clients/`)",
+    "librdkafka": "the real client librdkafka (confluent-kafka's `Consumer`), unchanged, on the brokers' Kafka "
+                  "listeners and the lab's coordinator (`kafka_clients/`)",
     "tubemq-server": "the master plans at its balance tick and hands each consumer one event per heartbeat, every "
                      "release before any take; the broker fences as in client balance "
                      "(`tubemq_client/master/balancer.py`)",
@@ -83,7 +88,8 @@ brain's churn at the largest lag (a ZooKeeper follower's, or RocketMQ's
 broker's; TubeMQ, which has no view to lag, its misconfigured newcomers), the
 zombie's two faults summed, the first-message trials' median, and the storm's
 rolling restart summed over its restarts (the coordinator era's static and
-cooperative variants run there and in the broker churn only), and the broker
+cooperative variants run there and in the broker churn only; the real Kafka
+clients in the herd, the zombie's pause and the storm only), and the broker
 churn's kill and restart summed, averaged over its victims (the ZooKeeper era
 watching `/brokers/ids`, its default). TubeMQ's
 join is refused: its row's join costs what its nodes send anyway, and

@@ -61,7 +61,7 @@ def published_summary() -> pd.DataFrame | None:
 #: them read: a summary written before them gets them empty (`with_added_columns`) instead of being refused as older
 ADDED_LATER = ("unowned_at_end", "member_partitions", "partitions_moved", "partitions_spread", "members_revoking",
                "partitions_revoked", "generations", "unprocessed_partition_s", "processing_resumed_ms",
-               "members_fenced")
+               "members_fenced", "requests_fenced")
 
 
 def published_computed() -> dict[str, dict[str, pd.DataFrame]]:

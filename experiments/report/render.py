@@ -7,7 +7,9 @@ experiments' computed parts (`computed/`) where the run has them, copies the
 source files to `<out's folder>/report/`, and writes the
 Markdown: a header, the environment, each experiment's section in the
 catalogue's order (`catalogue/__init__.py`; each draws its figures, matplotlib,
-headless, into `report/figures/`), the failed trials and the cross-check.
+headless, into `report/figures/`), the real Kafka clients beside the lab's
+consumer (`real_clients.py`), the designs compared, the failed trials and the
+cross-check.
 Every number
 in it comes from those files; rendering the same run twice gives the same
 REPORT.md, which is what `python -m experiments report RUN_DIR` does. By
@@ -30,6 +32,7 @@ from experiments.engine.finding import Finding, by_id
 from experiments.engine.steps import MEMBERSHIP_CHANGES
 from experiments.report.compare import designs_compared
 from experiments.report.parts import table
+from experiments.report.real_clients import real_clients_section
 from lab_cluster.errors import LabError
 
 SOURCES = ("summary.csv", "environment.json", "configs.json", "grid.json")
@@ -90,6 +93,7 @@ def render(run_dir: Path, out: Path | None = None) -> Path:
         rows = summary[summary.experiment == name]
         if not rows.empty:
             parts.append(experiment.render_section(rows, run))
+    parts.append(real_clients_section(summary))
     parts.append(designs_compared(summary))
     parts.append(_failures(summary))
     parts.append(_cross_check(summary))
