@@ -103,7 +103,7 @@ def test_the_real_kafka_clients_on_the_same_coordinator_get_no_notification_and_
         assert (rows.generations >= 1).all(), rows[["consumers", "change", "generations"]]
         for change in ("join", "leave"):
             for fid in (f"{design}-{change}-no-zookeeper", f"{design}-{change}-linear-control",
-                        f"{design}-{change}-rebalances-as-the-lab-consumer"):
+                        f"{design}-{change}-stops-the-group-as-the-lab-consumer"):
                 assert checked[fid].holds, checked[fid]
 
 

@@ -85,7 +85,8 @@ def _herd(ok: pd.DataFrame) -> str:
     out = ["**Herd: one join, one leave, per group size N** (the window of each change until convergence; "
            "\"group requests\" are every group API call the coordinator served, `coordinator_request`, whichever "
            "listener it came on; \"rounds\" the generations some member adopted, a real client's read from the "
-           "library: kafka-python's own, librdkafka's group metadata):"]
+           "library: kafka-python's own, librdkafka's group metadata; the finding compares the stop, and shows the "
+           "rounds beside it, `catalogue/herd.py: _like_the_labs_consumer`):"]
     for change in ("join", "leave"):
         c = _labelled(rows[rows.change == change])
         out.append(f"*{change}*\n\n" + table(["design", *(label for _, label in HERD_TABLE)], _rows(c, HERD_TABLE)))
