@@ -59,7 +59,9 @@ a 6 s session, 2 s heartbeats, a commit every second). A real client connects
 where the brokers' metadata says, so no proxy can be put in its way: the
 zombie experiment pauses it (SIGSTOP), and does not cut its link.
 
-{chr(10).join(p for p in parts if p)}
+{(chr(10) * 2).join(p for p in parts if p)}
+
+{_reading(ok)}
 
 **The era's findings, checked on the real clients** (each experiment's `findings`, the ids that name a client):
 
@@ -113,6 +115,32 @@ def _storm(ok: pd.DataFrame) -> str:
     return ("**Storm: a rolling restart of the whole group** (the N restarts summed):\n\n"
             + table(["design", "N", *(label for _, label in STORM_TABLE)],
                     _rows(t, STORM_TABLE, first=("label", "consumers"))))
+
+
+def _reading(ok: pd.DataFrame) -> str:
+    """What the herd's tables say, computed from them: the requests per change of each real client against the
+    lab consumer's at the same N and change, and where the rounds differ."""
+    rows = ok[(ok.experiment == herd.NAME) & ok.change.isin(("join", "leave"))]
+    ours = rows[rows.design == "modern"].set_index(["consumers", "change"])
+    lines = []
+    for design in COMPARED[1:]:
+        theirs = rows[rows.design == design].set_index(["consumers", "change"])
+        both = theirs.index.intersection(ours.index)
+        if both.empty:
+            continue
+        ratio = theirs.loc[both, "broker_requests_per_change"] / ours.loc[both, "broker_requests_per_change"]
+        differ = [f"N={n} {c} ({theirs.loc[(n, c), 'generations']:.0f} against {ours.loc[(n, c), 'generations']:.0f})"
+                  for n, c in sorted(both) if theirs.loc[(n, c), "generations"] != ours.loc[(n, c), "generations"]]
+        lines.append(f"- {STYLE[design][1]}: {ratio.min():.2f} to {ratio.max():.2f} times the lab consumer's group "
+                     f"requests per change; its rounds differ from the lab consumer's at "
+                     f"{', '.join(differ) if differ else 'no change'}.")
+    if not lines:
+        return ""
+    return ("**Reading the herd's tables** (computed from them; where a client ran a round more, the trial's "
+            "coordinator events, `group_state`, say which member rejoined after the round had completed: in the one "
+            "trial examined, a kafka-python member right after its SyncGroup; kafka-python rejoins on any "
+            "REBALANCE_IN_PROGRESS answer to a heartbeat, where Java's client ignores it unless stable, a plausible "
+            "cause not proven here):\n\n" + "\n".join(lines))
 
 
 def _their_findings(summary: pd.DataFrame) -> list[Finding]:
