@@ -26,6 +26,7 @@ from conftest import run_experiment, vocabulary_problems
 
 from experiments.catalogue import VERSIONS, herd
 from experiments.cli import main
+from experiments.engine.families import REAL_CLIENTS
 from experiments.engine.finding import by_id
 from experiments.engine.harness import analyse, run_grid
 from experiments.engine.trial import TrialSpec
@@ -96,7 +97,7 @@ def test_the_real_kafka_clients_on_the_same_coordinator_get_no_notification_and_
     and every assignment they adopt is a generation of the coordinator's (one round per change or more)."""
     summary = herd_run[2]
     checked = by_id(herd.findings(summary))
-    for design in herd.REAL_CLIENTS:
+    for design in REAL_CLIENTS:
         rows = summary[summary.design == design]
         assert len(rows) == 2 * len(NS)
         assert (rows.zk_requests_per_change == 0).all() and (rows.broker_requests_per_change > 0).all()

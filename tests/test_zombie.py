@@ -18,6 +18,7 @@ import pytest
 from conftest import run_experiment, trace_events, vocabulary_problems
 
 from experiments.catalogue import zombie
+from experiments.engine.families import REAL_CLIENTS
 from experiments.engine.finding import by_id
 from experiments.report.faults import ZOMBIE_TRIAL_TABLE
 from experiments.report.parts import cell
@@ -94,7 +95,7 @@ def test_the_real_kafka_clients_paused_are_fenced_as_the_labs_consumer_is(zombie
     woken zombie with a fencing error, none of its commits is accepted, no committed offset moves backwards."""
     trials = zombie.per_trial(zombie_run[2])
     checked = by_id(zombie.findings(zombie_run[2]))
-    for design in zombie.REAL_CLIENTS:
+    for design in REAL_CLIENTS:
         real = trials[trials.design == design]
         assert list(real.variant) == ["pause"]
         assert (real.requests_fenced > 0).all() and (real.zombie_commits_accepted == 0).all(), real.to_dict("records")

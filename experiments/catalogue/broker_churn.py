@@ -87,7 +87,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
-from experiments.engine.families import FAMILIES
+from experiments.engine.families import FAMILIES, REAL_CLIENTS
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -102,7 +102,7 @@ PROFILES = {
 #: (`kafka_clients/`): they are run in herd, zombie and storm; in this experiment the lab's consumers are watched
 #: learning of new leaders through the lab's metadata, which a real client's metadata refresh would need its own
 #: findings for (not built)
-DESIGNS = tuple(name for name, f in FAMILIES.items() if f.address != "kafka_bootstrap")
+DESIGNS = tuple(name for name in FAMILIES if name not in REAL_CLIENTS)
 #: the ZooKeeper era's two ways of watching /brokers/ids (`legacy_zk/config.py`)
 LEGACY_WATCH = ("always", "when_empty")
 #: how long the runner watches the kill's window once the group is whole, by design (default `HOLD_S[None]`):

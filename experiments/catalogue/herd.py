@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
+from experiments.engine.families import FAMILIES, REAL_CLIENTS
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -67,9 +68,6 @@ PROFILES = {
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
 DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
-#: the real Kafka clients (`kafka_clients/`) on the same coordinator as the lab's `modern` consumer, the era's
-#: findings checked on them too
-REAL_CLIENTS = {"kafka-python": "kafka-python (real client)", "librdkafka": "librdkafka (real client)"}
 #: TubeMQ's scenario, each node in its own process: a join (refused at once), the refused newcomer's leave
 #: (nothing changes), and the departure of node 0, which cannot converge: the runner watches it for
 #: `TUBEMQ_WATCH_S`, more than two of every node's metadata checks (`partMetaInfoCheckPeriodMs`, 10 s), in
@@ -139,7 +137,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                           f"{loglog_slope(reads.index, reads.values):.2f}); all ZooKeeper requests "
                                           f"{_series(zk)} (quadratic term {quadratic_term(zk.index, zk.values):.3g})"))
         for design, era in (("modern", "Coordinator era"), ("modern-kip848", "Consumer protocol (KIP-848)"),
-                            *REAL_CLIENTS.items()):
+                            *((d, FAMILIES[d].label) for d in REAL_CLIENTS)):
             quiet = per_n(summary, design, change, "notifications_per_change")
             modern_zk = per_n(summary, design, change, "zk_requests_per_change")
             out.append(Finding(f"{design}-{change}-no-zookeeper",
@@ -154,7 +152,8 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
                                f"{_series(control)}; log-log slope {slope:.2f}"))
         out.append(_kip848_revokes_only_moving(summary, change))
-        out += [_like_the_labs_consumer(summary, design, label, change) for design, label in REAL_CLIENTS.items()]
+        # the real Kafka clients on the same coordinator as the lab's `modern` consumer
+        out += [_like_the_labs_consumer(summary, design, FAMILIES[design].label, change) for design in REAL_CLIENTS]
         rocket = per_n(summary, "rocketmq", change, "notifications_per_change")
         after = per_n(summary, "rocketmq", change, "members_after")
         brokers = BROKERS

@@ -73,6 +73,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
+from experiments.engine.families import FAMILIES, REAL_CLIENTS
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -86,8 +87,6 @@ PROFILES = {
 }
 DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
 VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
-#: the real Kafka clients: no link of theirs can be cut (`Family.victim_link` "none"), so they are paused only
-REAL_CLIENTS = {"kafka-python": "kafka-python (real client)", "librdkafka": "librdkafka (real client)"}
 #: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
 #: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
 #: silence, and a 10 s request timeout so a request lost in the cut link is given up before the trial ends.
@@ -131,7 +130,8 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
                       broker_overrides=BROKER_OVERRIDES.get(design, ()),
                       converge_limit_s=CONVERGE_LIMIT_S[design], converge_required=design not in WAITS_FOR_VICTIM)
             for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
-            for seed in range(seeds or p["seeds"]) if variant == "pause" or design not in REAL_CLIENTS]
+            # a design with no link the lab can cut (a real Kafka client: `Family.victim_link` "none") is paused only
+            for seed in range(seeds or p["seeds"]) if variant == "pause" or FAMILIES[design].victim_link != "none"]
 
 
 def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
@@ -200,12 +200,13 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                   & (tv.double_owned_partition_s == 0)).all()),
             _evidence(tv, ["zombie_commits_accepted", "commits_fenced", "double_processed_partition_s",
                            "double_owned_partition_s", "duplicates"])))
-    for design, label in REAL_CLIENTS.items():
+    for design in REAL_CLIENTS:
         r = t[(t.design == design) & (t.variant == "pause")]
         out.append(Finding(
             f"{design}-pause-fenced",
-            f"{label}, pause: as the lab's consumer, the zombie is fenced (the coordinator answers its heartbeat or "
-            "commit with a fencing error), none of its commits is accepted, no committed offset moves backwards",
+            f"{FAMILIES[design].label}, pause: as the lab's consumer, the zombie is fenced (the coordinator answers "
+            "its heartbeat or commit with a fencing error), none of its commits is accepted, no committed offset "
+            "moves backwards",
             len(r) > 0 and bool(((r.zombie_commits_accepted == 0) & (r.offsets_moved_backwards == 0)
                                  & (r.requests_fenced > 0)).all()),
             _evidence(r, ["requests_fenced", "commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards",

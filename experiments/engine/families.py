@@ -28,6 +28,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     *kafka_clients.FAMILIES,
 )}
 
+#: the real Kafka clients' designs (`kafka_clients/`): the libraries unchanged, on the brokers' Kafka listeners
+REAL_CLIENTS: tuple[str, ...] = tuple(f.name for f in kafka_clients.FAMILIES)
+
 #: what every broker hosts besides the ZooKeeper-era broker: each family's plug-in (the coordinator era's
 #: group coordinator, as every Kafka 0.9+ broker hosts one whoever its clients are), each once (both TubeMQ
 #: designs use one plug-in: its broker side and its master)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.catalogue import herd, storm, zombie
+from experiments.engine.families import REAL_CLIENTS
 from experiments.engine.finding import Finding, design_of
 from experiments.report.parts import STYLE, findings_list, table
 
 #: the lab's consumer, then the real clients, as the section compares them
-COMPARED = ("modern", "kafka-python", "librdkafka")
+COMPARED = ("modern", *REAL_CLIENTS)
 HERD_TABLE = [("consumers", "N"), ("broker_requests_per_change", "group requests to brokers"),
               ("generations", "rounds"), ("members_revoking", "others revoking"),
               ("partitions_revoked", "partitions they revoked"), ("convergence_ms", "convergence ms"),
@@ -38,7 +39,7 @@ STORM_TABLE = [("generations", "rebalance rounds"), ("members_revoking", "member
 
 def real_clients_section(summary: pd.DataFrame) -> str:
     ok = summary[(summary.status == "ok") & summary.design.isin(COMPARED)]
-    if not ok.design.isin(COMPARED[1:]).any():
+    if not ok.design.isin(REAL_CLIENTS).any():
         return ""
     parts = [_herd(ok), _zombie(ok), _storm(ok)]
     checked = _their_findings(summary)
@@ -123,7 +124,7 @@ def _reading(ok: pd.DataFrame) -> str:
     rows = ok[(ok.experiment == herd.NAME) & ok.change.isin(("join", "leave"))]
     ours = rows[rows.design == "modern"].set_index(["consumers", "change"])
     lines = []
-    for design in COMPARED[1:]:
+    for design in REAL_CLIENTS:
         theirs = rows[rows.design == design].set_index(["consumers", "change"])
         both = theirs.index.intersection(ours.index)
         if both.empty:
@@ -150,5 +151,5 @@ def _their_findings(summary: pd.DataFrame) -> list[Finding]:
         rows = summary[summary.experiment == experiment.NAME]
         if rows.empty:
             continue
-        out += [f for f in experiment.findings(rows) if design_of(f.id) in COMPARED[1:]]
+        out += [f for f in experiment.findings(rows) if design_of(f.id) in REAL_CLIENTS]
     return out
