@@ -1,10 +1,13 @@
 """The metrics of DESIGN.md §4, computed from traces with Spark SQL and window functions.
 
 Input: the events of any number of trials (`lab_cluster.trace_reader.TRACE_SCHEMA`),
-as Spark reads them from the trace files. Nothing is collected to the driver:
-every metric is a join, an aggregate or a window over the events.
+as Spark reads them from the trace files, or their `Digest` (`digest.py`: the
+records processed and produced reduced in two passes, the rest kept as it is,
+all of it cached for a job that reads it many times). Every metric takes either.
+Nothing is collected to the driver: every metric is a join, an aggregate or a
+window over the events.
 
-How the traces are cut (`change_windows`). The trial runner's `scenario`
+How the traces are cut (`digest.change_windows`). The trial runner's `scenario`
 actor records each `change` (index, `join` or `leave`) and an `end`. A change's
 window runs from its `change` event to the next change (or `end`). Within it:
 
@@ -124,28 +127,14 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
+from experiments.digest import CONSUMER_START, KEYS, NS_PER_S, PROCESSING_GAP_S, Digest, digest_of, field, in_window
 from experiments.engine.families import FAMILIES
 from experiments.engine.steps import MEMBERSHIP_CHANGES
 
-CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
 WATCH_TRIGGER_COUNTERS = ("zk_sum_node_children_watch_count", "zk_sum_node_created_watch_count",
                           "zk_sum_node_deleted_watch_count", "zk_sum_node_changed_watch_count")
-KEYS = ["trial", "change_index"]
 #: TubeMQ's per-batch requests: a fetch and the confirm that commits it (the data path, not group control)
 TUBEMQ_DATA_PATH = ("getMessagesC2B", "consumerCommitC2B")
-NS_PER_S = 1_000_000_000
-#: processed events of one consumer and partition closer than this belong to one stretch of processing
-PROCESSING_GAP_S = 1.0
-
-
-def field(name: str) -> Column:
-    return F.get_json_object("fields", f"$.{name}")
-
-
-def consumer_events(events: DataFrame) -> DataFrame:
-    """The events of consumers (actors whose trace starts a consumer of either family)."""
-    consumers = events.where(F.col("kind") == CONSUMER_START).select("trial", "actor").distinct()
-    return events.join(consumers, ["trial", "actor"], "left_semi")
 
 
 def commit_outcome(outcome: str) -> Column:
@@ -180,30 +169,6 @@ def membership_reads(events: DataFrame) -> DataFrame:
     return reads.withColumn("kind", F.lit("membership_read"))
 
 
-def change_windows(events: DataFrame) -> DataFrame:
-    """One row per change: trial, change_index, change, members_before/after, members (names), start_ns, stop_ns."""
-    scenario = events.where(F.col("actor") == "scenario")
-    changes = scenario.where(F.col("kind") == "change").select(
-        "trial", field("index").cast("int").alias("change_index"), field("change").alias("change"),
-        field("members_before").cast("int").alias("members_before"),
-        field("members_after").cast("int").alias("members_after"),
-        F.from_json(field("members"), ArrayType(StringType())).alias("members"), F.col("member").alias("about"),
-        F.col("ts_ns").alias("start_ns"))
-    ends = scenario.where(F.col("kind") == "end").groupBy("trial").agg(F.min("ts_ns").alias("end_ns"))
-    by_time = Window.partitionBy("trial").orderBy("start_ns")
-    return (changes.join(ends, "trial")
-            .withColumn("stop_ns", F.coalesce(F.lead("start_ns").over(by_time), F.col("end_ns")))
-            .drop("end_ns"))
-
-
-def _in_window(events: DataFrame, windows: DataFrame) -> DataFrame:
-    """Events joined to the window they fall in (start_ns <= ts_ns < stop_ns), with its `converged_ns` if known."""
-    extra = ["converged_ns"] if "converged_ns" in windows.columns else []
-    w = windows.select(*KEYS, "start_ns", F.col("stop_ns").alias("_stop"), *extra)
-    return (events.join(w, "trial").where((F.col("ts_ns") >= F.col("start_ns")) & (F.col("ts_ns") < F.col("_stop")))
-            .drop("_stop"))
-
-
 def _tally(events: DataFrame, windows: DataFrame, counts: dict[str, tuple[str, ...]],
            until_converged: tuple[str, ...] = ()) -> DataFrame:
     """Per window, how many events of each metric's kinds it holds: one join and one aggregate for them all.
@@ -212,47 +177,13 @@ def _tally(events: DataFrame, windows: DataFrame, counts: dict[str, tuple[str, .
     The metrics named in `until_converged` count from the change to convergence only.
     """
     kinds = sorted({kind for of_metric in counts.values() for kind in of_metric})
-    inside = _in_window(events.where(F.col("kind").isin(*kinds)), windows)
+    inside = in_window(events.where(F.col("kind").isin(*kinds)), windows)
 
     def condition(name: str) -> Column:
         of_kind = F.col("kind").isin(*counts[name])
         return of_kind & (F.col("ts_ns") <= F.col("converged_ns")) if name in until_converged else of_kind
 
     return inside.groupBy(*KEYS).agg(*[F.count(F.when(condition(name), 1)).alias(name) for name in counts])
-
-
-def ownership_intervals(ce: DataFrame) -> DataFrame:
-    """trial, actor, topic, partition, start_ns, stop_ns: one row per stretch a consumer owned a partition.
-
-    `ce`: the consumers' events (`consumer_events`). A consumer restarted under
-    its name (the storm's `restart`) has two lives in one trace, each from a
-    `trace_open` to its `trace_close`: ownership never runs past a life's end
-    (a ZooKeeper-era consumer records no `revoked` when it stops; its session's
-    close releases everything) nor into the next life.
-    """
-    moves = (ce.where(F.col("kind").isin("assigned", "revoked"))
-             .select("trial", "actor", "ts_ns", "kind",
-                     F.explode(F.from_json(field("partitions"), ArrayType(ArrayType(StringType())))).alias("tp"))
-             .select("trial", "actor", "ts_ns", "kind", F.col("tp")[0].alias("topic"),
-                     F.col("tp")[1].cast("int").alias("partition")))
-    # a life ends where its process closed the trace (`trace_close`), where the actor's next process opened it
-    # again (a restarted consumer appends to its own trace; a killed one never closed it), or at the trace's end:
-    # whatever an old process held, the new one holds nothing until it is assigned
-    lives = (ce.where(F.col("kind").isin("trace_open", "trace_close"))
-             .withColumn("first", F.min("ts_ns").over(Window.partitionBy("trial", "actor")))
-             .where((F.col("kind") == "trace_close") | (F.col("ts_ns") > F.col("first")))
-             .select("trial", "actor", "ts_ns"))
-    trace_ends = ce.groupBy("trial", "actor").agg(F.max("ts_ns").alias("ts_ns")).unionByName(lives)
-    ends = (moves.select("trial", "actor", "topic", "partition").distinct().join(trace_ends, ["trial", "actor"])
-            .withColumn("kind", F.lit("trace_end")))
-    steps = moves.unionByName(ends)
-    order = F.when(F.col("kind") == "assigned", 1).otherwise(0)  # at one instant, a release before a claim
-    w = Window.partitionBy("trial", "actor", "topic", "partition").orderBy("ts_ns", order)
-    return (steps.withColumn("next_ns", F.lead("ts_ns").over(w))
-            .where(F.col("kind") == "assigned")
-            .select("trial", "actor", "topic", "partition", F.col("ts_ns").alias("start_ns"),
-                    F.coalesce("next_ns", "ts_ns").alias("stop_ns"))
-            .where(F.col("stop_ns") > F.col("start_ns")))
 
 
 def _partitions(events: DataFrame) -> DataFrame:
@@ -347,23 +278,15 @@ def group_requests(events: DataFrame) -> DataFrame:
     return events.where(F.col("kind").isin("coordinator_request", "rocketmq_request", "tubemq_request") & ~data_path)
 
 
-def processing_intervals(ce: DataFrame, gap_s: float = PROCESSING_GAP_S) -> DataFrame:
+def processing_intervals(d: Digest) -> DataFrame:
     """trial, actor, topic, partition, start_ns, stop_ns, messages: stretches a consumer actually processed.
 
     Consecutive `processed` events of one consumer and partition less than
-    `gap_s` apart form one stretch (gaps and islands over a window). This is
+    `PROCESSING_GAP_S` apart form one stretch (`digest.processing_pass`). This is
     what a partition's timeline draws, and what `double_processed_partition_s`
     sums: two consumers processing one partition at once, whatever each believed.
     """
-    key = ["trial", "actor", "topic", "partition"]
-    w = Window.partitionBy(*key).orderBy("ts_ns")
-    processed = ce.where(F.col("kind") == "processed").select(*key, "ts_ns")
-    starts = (processed.withColumn("prev", F.lag("ts_ns").over(w))
-              .withColumn("new", F.when(F.col("prev").isNull() | (F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S),
-                                        1).otherwise(0))
-              .withColumn("stretch", F.sum("new").over(w.rowsBetween(Window.unboundedPreceding, 0))))
-    return starts.groupBy(*key, "stretch").agg(F.min("ts_ns").alias("start_ns"), F.max("ts_ns").alias("stop_ns"),
-                                               F.count(F.lit(1)).alias("messages")).drop("stretch")
+    return d.stretches.select("trial", "actor", "topic", "partition", "start_ns", "stop_ns", "messages")
 
 
 def stale_views(events: DataFrame) -> DataFrame:
@@ -427,9 +350,9 @@ def views_in_effect(ce: DataFrame, events: DataFrame | None = None) -> DataFrame
 
 def _view_divergence(events: DataFrame, ce: DataFrame, windows: DataFrame) -> DataFrame:
     """Per window, until convergence: the most views in effect at once, and the stale views read."""
-    effect = (_in_window(views_in_effect(ce, events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
+    effect = (in_window(views_in_effect(ce, events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
               .groupBy(*KEYS).agg(F.max("views").alias("view_divergence")))
-    stale = (_in_window(stale_views(events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
+    stale = (in_window(stale_views(events), windows).where(F.col("ts_ns") <= F.col("converged_ns"))
              .groupBy(*KEYS).agg(F.count(F.when(F.col("stale"), 1)).alias("stale_views")))
     return effect.join(stale, KEYS, "full")
 
@@ -441,7 +364,7 @@ def _members_revoking(ce: DataFrame, windows: DataFrame) -> DataFrame:
     size = F.size(F.from_json(field("partitions"), ArrayType(ArrayType(StringType()))))
     revoked = ce.where(F.col("kind") == "revoked").withColumn("_n", size).where(F.col("_n") > 0)
     about = windows.select(*KEYS, F.split(F.coalesce("about", F.lit("")), ",").alias("_about"))
-    return (_in_window(revoked, windows).join(about, KEYS).where(~F.array_contains("_about", F.col("actor")))
+    return (in_window(revoked, windows).join(about, KEYS).where(~F.array_contains("_about", F.col("actor")))
             .groupBy(*KEYS).agg(F.countDistinct("actor").alias("members_revoking"),
                                 F.sum("_n").alias("partitions_revoked")))
 
@@ -474,24 +397,23 @@ def rebalance_rounds(ce: DataFrame) -> DataFrame:
 
 def _generations(ce: DataFrame, windows: DataFrame) -> DataFrame:
     """KEYS, generations: the distinct rebalance rounds (`rebalance_rounds`) some consumer entered in the window."""
-    return (_in_window(rebalance_rounds(ce), windows).groupBy(*KEYS)
+    return (in_window(rebalance_rounds(ce), windows).groupBy(*KEYS)
             .agg(F.countDistinct("round").alias("generations")))
 
 
-def first_messages(ce: DataFrame, windows: DataFrame) -> DataFrame:
+def first_messages(ce: DataFrame, stretches: DataFrame, windows: DataFrame) -> DataFrame:
     """KEYS, first_message_ms: for a `join`, the joiner's time from its `consumer_start` to its first
-    `processed` record (null if it processed none)."""
+    `processed` record (the start of its first stretch; null if it processed none)."""
     joins = windows.where(F.col("change") == "join").select(*KEYS, F.col("about").alias("actor"))
     starts = (ce.where(F.col("kind") == CONSUMER_START).groupBy("trial", "actor")
               .agg(F.min("ts_ns").alias("started_ns")))
-    firsts = (ce.where(F.col("kind") == "processed").groupBy("trial", "actor")
-              .agg(F.min("ts_ns").alias("first_ns")))
+    firsts = stretches.groupBy("trial", "actor").agg(F.min("start_ns").alias("first_ns"))
     return (joins.join(starts, ["trial", "actor"]).join(firsts, ["trial", "actor"], "left")
             .select(*KEYS, ((F.col("first_ns") - F.col("started_ns")) / 1e6).alias("first_message_ms")))
 
 
-def processing_resumed(events: DataFrame, ce: DataFrame, windows: DataFrame, gap_s: float = PROCESSING_GAP_S
-                       ) -> DataFrame:
+def processing_resumed(control: DataFrame, stretches: DataFrame, windows: DataFrame,
+                       gap_s: float = PROCESSING_GAP_S) -> DataFrame:
     """KEYS, processing_resumed_ms: from the change until every partition was processed again.
 
     Per partition, whoever processed it: a pause is two consecutive `processed`
@@ -500,20 +422,27 @@ def processing_resumed(events: DataFrame, ce: DataFrame, windows: DataFrame, gap
     ended in the window. The window's figure is the latest such resumption over
     all partitions, from the change; 0 if none paused; null if some partition
     was not processed in the window's last `gap_s` (it had not resumed).
+
+    Read from the consumers' stretches (`processing_intervals`): within a
+    stretch no two records are more than `gap_s` apart, so a pause ends where a
+    stretch starts later than `gap_s` after every earlier stretch of the
+    partition stopped; and a stretch that runs over the window's end had a record
+    within `gap_s` before it.
     """
     key = ["trial", "topic", "partition"]
-    processed = ce.where(F.col("kind") == "processed").select(*key, "ts_ns")
-    pauses = (processed.withColumn("prev", F.lag("ts_ns").over(Window.partitionBy(*key).orderBy("ts_ns")))
-              .where(F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S))
-    resumed = (_in_window(pauses, windows).groupBy(*KEYS)
+    earlier = Window.partitionBy(*key).orderBy("start_ns").rowsBetween(Window.unboundedPreceding, -1)
+    pauses = (stretches.withColumn("prev", F.max("stop_ns").over(earlier))
+              .where(F.col("start_ns") - F.col("prev") > gap_s * NS_PER_S)
+              .select("trial", F.col("start_ns").alias("ts_ns")))
+    resumed = (in_window(pauses, windows).groupBy(*KEYS)
                .agg(((F.max("ts_ns") - F.first("start_ns")) / 1e6).alias("_resumed_ms")))
-    w = windows.select(*KEYS, "start_ns", "stop_ns")
-    last = (processed.join(w, "trial").where(F.col("ts_ns") < F.col("stop_ns"))
-            .groupBy(*KEYS, "topic", "partition").agg(F.max("ts_ns").alias("last_ns")))
-    every = _partitions(events).select(*key).join(w, "trial")
+    w = windows.select(*KEYS, F.col("stop_ns").alias("w_stop"))
+    last = (stretches.join(w, "trial").where(F.col("start_ns") < F.col("w_stop"))
+            .groupBy(*KEYS, "topic", "partition").agg(F.max(F.least("stop_ns", "w_stop")).alias("last_ns")))
+    every = _partitions(control).select(*key).join(w, "trial")
     stalled = (every.join(last, [*KEYS, "topic", "partition"], "left")
                .groupBy(*KEYS).agg(F.count(F.when(F.col("last_ns").isNull()
-                                                  | (F.col("stop_ns") - F.col("last_ns") > gap_s * NS_PER_S), 1))
+                                                  | (F.col("w_stop") - F.col("last_ns") > gap_s * NS_PER_S), 1))
                                    .alias("_stalled")))
     return (stalled.join(resumed, KEYS, "left")
             .select(*KEYS, F.when(F.col("_stalled") == 0, F.coalesce("_resumed_ms", F.lit(0.0)))
@@ -523,8 +452,9 @@ def processing_resumed(events: DataFrame, ce: DataFrame, windows: DataFrame, gap
 def _after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
     """The acts (trial, ts_ns) a consumer did on a partition it had lost.
 
-    `acts` has trial, actor, topic, partition, ts_ns (accepted commits, processed
-    records). An act counts if another consumer's ownership of the partition began
+    `acts` has trial, actor, topic, partition, ts_ns (accepted commits; the records
+    processed are judged by the same rule in the digest's one pass over them:
+    `digest.processing_pass`). An act counts if another consumer's ownership of the partition began
     after the actor's own and before the act (whether or not it still lasts), or
     if the actor did not own the partition at all then.
     """
@@ -545,16 +475,12 @@ def _after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
     return newer.select("trial", "ts_ns").unionByName(unowned.select("trial", "ts_ns"))
 
 
-def change_metrics(events: DataFrame) -> DataFrame:
-    """One row per (trial, change) with every per-change metric of DESIGN §4."""
-    ce = consumer_events(events)
-    windows = change_windows(events)
-    last_assigned = (_in_window(ce.where(F.col("kind") == "assigned"), windows)
-                     .groupBy(*KEYS).agg(F.max("ts_ns").alias("converged_ns")))
-    windows = (windows.join(last_assigned, KEYS, "left").withColumn("assigned_ns", F.col("converged_ns"))
-               .withColumn("converged_ns", F.coalesce("converged_ns", "stop_ns")))
-    intervals = ownership_intervals(ce)
+def change_metrics(events: DataFrame | Digest) -> DataFrame:
+    """One row per (trial, change) with every per-change metric of DESIGN §4, from a run's events or its digest."""
+    d = digest_of(events)
+    events, ce, windows, intervals = d.control, d.consumers, d.windows, d.intervals
     steps = owner_steps(events, intervals)
+    lost = d.stretches.select("trial", F.explode("lost").alias("act")).select("trial", "act.ts_ns", "act.times")
     parts = [
         _tally(node_watch_events(ce).unionByName(membership_reads(ce)), windows,
                {"notifications_per_change": ("zk_watch_fired", "notified"),
@@ -568,19 +494,18 @@ def change_metrics(events: DataFrame) -> DataFrame:
         _tally(group_requests(events), windows,
                {"broker_requests_per_change": ("coordinator_request", "rocketmq_request", "tubemq_request")},
                until_converged=("broker_requests_per_change",)),
-        _in_window(_after_loss(ce.where(commit_outcome("accepted")), intervals), windows).groupBy(*KEYS).agg(
+        in_window(_after_loss(ce.where(commit_outcome("accepted")), intervals), windows).groupBy(*KEYS).agg(
             F.count(F.lit(1)).alias("zombie_commits_accepted")),
-        _in_window(_after_loss(ce.where(F.col("kind") == "processed"), intervals), windows).groupBy(*KEYS).agg(
-            F.count(F.lit(1)).alias("processed_after_loss")),
+        in_window(lost, windows).groupBy(*KEYS).agg(F.sum("times").alias("processed_after_loss")),
         _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
-        _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(ce))), windows,
+        _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(d))), windows,
                             ("unprocessed_partition_s", "double_processed_partition_s")),
-        processing_resumed(events, ce, windows),
+        processing_resumed(events, d.stretches, windows),
         _complete_at_end(events, intervals, windows),
         _member_partitions(intervals, windows),
         _moves_and_spread(intervals, windows),
         _view_divergence(events, ce, windows),
-        first_messages(ce, windows),
+        first_messages(ce, d.stretches, windows),
         _members_revoking(ce, windows),
         _generations(ce, windows),
     ]
@@ -605,24 +530,19 @@ def change_metrics(events: DataFrame) -> DataFrame:
             .drop("assigned_ns"))
 
 
-def trial_metrics(events: DataFrame) -> DataFrame:
-    """One row per trial: duplicates, gaps, processed and produced messages."""
-    key = ["trial", "topic", "partition", "offset"]
-    processed = events.where(F.col("kind") == "processed").groupBy(*key).agg(F.count(F.lit(1)).alias("times"))
-    produced = events.where(F.col("kind") == "produced").select(*key).distinct()
-    reached = processed.groupBy("trial", "topic", "partition").agg(F.max("offset").alias("reached"))
-    gaps = (produced.join(reached, ["trial", "topic", "partition"]).where(F.col("offset") <= F.col("reached"))
-            .join(processed, key, "left_anti").groupBy("trial").agg(F.count(F.lit(1)).alias("gaps")))
-    dups = processed.groupBy("trial").agg(F.sum(F.col("times") - 1).alias("duplicates"),
-                                          F.count(F.lit(1)).alias("messages_processed"))
-    made = produced.groupBy("trial").agg(F.count(F.lit(1)).alias("messages_produced"))
+def trial_metrics(events: DataFrame | Digest) -> DataFrame:
+    """One row per trial: duplicates, gaps, processed and produced messages (`digest.offsets_pass`), offsets
+    moved backwards, and the fencing counts."""
+    d = digest_of(events)
+    events = d.control
     fenced = events.where(commit_outcome("fenced")).groupBy("trial").agg(F.count(F.lit(1)).alias("commits_fenced"))
     resets = (events.where((F.col("kind") == "generation_reset") & F.col("error").isin(*FENCING_ERRORS))
               .groupBy("trial").agg(F.count(F.lit(1)).alias("members_fenced")))
     refused = (events.where((F.col("kind") == "coordinator_request") & F.col("error").isin(*FENCING_ERRORS))
                .groupBy("trial").agg(F.count(F.lit(1)).alias("requests_fenced")))
-    trials = events.select("trial").distinct()
-    return (trials.join(dups, "trial", "left").join(gaps, "trial", "left").join(made, "trial", "left")
+    trials = events.select("trial").unionByName(d.offsets.select("trial")).distinct()
+    offsets = d.offsets.drop("phantom_messages")
+    return (trials.join(offsets, "trial", "left")
             .join(_backward_commits(events), "trial", "left").join(fenced, "trial", "left")
             .join(resets, "trial", "left").join(refused, "trial", "left")
             .fillna(0, subset=["duplicates", "gaps", "messages_processed", "messages_produced",
@@ -644,8 +564,10 @@ def _backward_commits(events: DataFrame) -> DataFrame:
             .groupBy("trial").agg(F.count(F.lit(1)).alias("offsets_moved_backwards")))
 
 
-def cross_check(events: DataFrame) -> DataFrame:
+def cross_check(events: DataFrame | Digest) -> DataFrame:
     """Per (trial, change): client-recorded vs server-counted notifications and requests, and the verdict."""
+    d = digest_of(events)
+    events = d.control
     snaps = events.where((F.col("actor") == "scenario") & (F.col("kind") == "zk_server_counters")).select(
         "trial", field("index").cast("int").alias("change_index"), field("at").alias("at"), "ts_ns",
         *[field(f"counters.{c}").cast("long").alias(c) for c in ("zk_packets_received", *WATCH_TRIGGER_COUNTERS)])
@@ -663,7 +585,7 @@ def cross_check(events: DataFrame) -> DataFrame:
                                                               "client_requests"])
     # A fault on a consumer (pause, cut) lets its session expire with notifications queued for it: the
     # server counts them as triggered, the client never gets them. Equality is checked on membership changes.
-    kinds = change_windows(events).select(*KEYS, "change")
+    kinds = d.windows.select(*KEYS, "change")
     out = out.join(kinds, KEYS, "left")
     membership = F.col("change").isin(*MEMBERSHIP_CHANGES)
     # A consumer that stops closes its session, and the server triggers its own watch on the ids node it
@@ -684,21 +606,22 @@ TIMELINE_MARKS = ("change", "membership", "fault", "converged", "not_converged",
                   "generation_reset")
 
 
-def timelines(events: DataFrame) -> tuple[DataFrame, DataFrame]:
+def timelines(events: DataFrame | Digest) -> tuple[DataFrame, DataFrame]:
     """(stretches, marks) for drawing each trial's partitions over time, seconds from the trial's `setup`.
 
     stretches: trial, actor, partition, start_s, stop_s, messages (`processing_intervals`);
     marks: trial, t_s, actor, kind, label (the scenario's changes, faults and convergence; the
     consumers' `assigned`, `session_expired` and `generation_reset`; fenced commits).
     """
+    d = digest_of(events)
+    events = d.control
     origin = (events.where((F.col("actor") == "scenario") & (F.col("kind") == "setup"))
               .groupBy("trial").agg(F.min("ts_ns").alias("t0")))
 
     def seconds(c: str) -> Column:
         return F.round((F.col(c) - F.col("t0")) / NS_PER_S, 3)
 
-    ce = consumer_events(events)
-    stretches = (processing_intervals(ce).join(origin, "trial")
+    stretches = (processing_intervals(d).join(origin, "trial")
                  .select("trial", "actor", "partition", seconds("start_ns").alias("start_s"),
                          seconds("stop_ns").alias("stop_s"), "messages"))
     label = F.coalesce(field("action"), field("change"), F.col("error"), F.lit(""))

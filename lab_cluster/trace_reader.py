@@ -74,14 +74,19 @@ def phantom_messages(df: DataFrame) -> DataFrame:
     return df.where(F.col("kind") == "processed").select("actor", *key).join(produced, key, "left_anti")
 
 
-def incomplete_trials(df: DataFrame) -> DataFrame:
-    """(trial, problem) for every trial of `df` that may not be analysed; the grouped form of `check_complete`."""
+def incomplete_trials(df: DataFrame, phantoms: DataFrame | None = None) -> DataFrame:
+    """(trial, problem) for every trial of `df` that may not be analysed; the grouped form of `check_complete`.
+
+    `phantoms` (trial, phantom_messages), if the caller has counted them already (the metrics' digest does, in
+    its one pass over the records: `experiments/digest.py`); else they are counted here from `df`."""
     unclosed = (unclosed_traces(df).where(~F.col("killed"))
                 .groupBy("trial").agg(F.array_join(F.array_sort(F.collect_list("actor")), ", ").alias("actors"))
                 .select("trial", F.format_string("the trace of %s was never closed (and no kill was recorded)",
                                                  "actors").alias("problem")))
-    phantom = (phantom_messages(df).groupBy("trial").count()
-               .select("trial", F.format_string("%d processed message(s) were never produced", "count")
+    if phantoms is None:
+        phantoms = phantom_messages(df).groupBy("trial").agg(F.count(F.lit(1)).alias("phantom_messages"))
+    phantom = (phantoms.where(F.col("phantom_messages") > 0)
+               .select("trial", F.format_string("%d processed message(s) were never produced", "phantom_messages")
                        .alias("problem")))
     return unclosed.unionByName(phantom)
 

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
 from experiments import metrics
+from experiments.digest import Digest
 from experiments.engine import store
 from experiments.engine.slots import machine_slot
 from experiments.engine.trial import PARAMS, SETUP_PARAMS, TrialSpec, run_trial
@@ -196,16 +197,16 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     their report sections (`Experiment.keeps_timelines`)."""
     ran = results[results["status"] == "ok"]["trial"].tolist()
     events = spark.read.schema(TRACE_SCHEMA).json(store.join(run_uri, "trials", "*", "traces", "*.jsonl"))
-    # cached: every metric below reads the same events, which would otherwise be parsed from JSON each time
-    events = (events.where(F.col("trial").isin(ran)) if ran else events.limit(0)).cache()
+    # digested once and cached: every metric below reads the digest, not the records (`experiments/digest.py`)
+    digest = Digest.of(events.where(F.col("trial").isin(ran)) if ran else events.limit(0), cache=True)
     try:
-        per_change = (metrics.change_metrics(events)
-                      .join(metrics.cross_check(events), metrics.KEYS, "left").toPandas())
-        per_trial = metrics.trial_metrics(events).toPandas()
-        configs = consumer_configs(events)
+        per_change = (metrics.change_metrics(digest)
+                      .join(metrics.cross_check(digest), metrics.KEYS, "left").toPandas())
+        per_trial = metrics.trial_metrics(digest).toPandas()
+        configs = consumer_configs(digest.control)
         problems: dict[str, list[str]] = {}
         must_converge = {s.trial_id for s in specs if s.converge_required}
-        for row in incomplete_trials(events).collect():
+        for row in incomplete_trials(digest.control, digest.offsets).collect():
             problems.setdefault(row.trial, []).append(row.problem)
         for row in per_change.itertuples():
             if isinstance(row.cross_check_problem, str):
@@ -233,11 +234,11 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
                                                         *SETUP_PARAMS, "seed", "repetition", "change_index"],
                                                        na_position="last")
         faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
-        stretches, marks = metrics.timelines(events.where(F.col("trial").isin(faulted)))
+        stretches, marks = metrics.timelines(digest.trials(faulted))
         timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
                      "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}
-    finally:  # also when a metric fails: a long-lived session must not keep a run's events
-        events.unpersist()
+    finally:  # also when a metric fails: a long-lived session must not keep a run's digest
+        digest.release()
     _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), configs, timelines)
     return summary.reset_index(drop=True)
 

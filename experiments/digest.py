@@ -1,0 +1,272 @@
+"""A run's trace events, read once and reduced to what the metrics need: the `Digest`.
+
+Why. Almost every event of a trace is a record a consumer `processed` or the
+producer `produced` (the bulk: 99% of a long trial). Every other metric reads
+the rest (changes, ZooKeeper requests, assignments, commits: the control
+events), a few thousand rows. The metrics job used to filter, join and sort the
+whole trace once per metric, and at ten million events spent twelve minutes
+doing it (`bench harness`). The digest does the bulk's work in two passes and
+keeps the rest small:
+
+- `control`: every event but the bulk. Every metric but the processing ones
+  reads only this.
+- `last_events`: (trial, actor, ts_ns) of each actor's last event, whatever its
+  kind: where a consumer's trace ends (a killed consumer's last event is often a
+  `processed` record), which ends whatever it still owned (`ownership_intervals`).
+- `stretches` (the processing pass): one row per stretch of processing of a
+  consumer and partition (`processing_intervals`), with the records of the
+  stretch it processed after losing the partition (`lost`: `after_loss`'s rule).
+  One shuffle and one sort of the `processed` events, by consumer and partition,
+  with the ownership intervals' bounds swept in as markers.
+- `offsets` (the offsets pass): one row per trial: duplicates, records
+  processed and produced, gaps and phantom records (processed, never produced).
+  One hash aggregate of `processed` and `produced` by (trial, topic, partition,
+  offset).
+
+`Digest.of(events)` builds it lazily (tests, one-off use); `cache()` computes
+and keeps every part in memory, for a job that reads them many times
+(`harness.analyse`, `bench harness`), and `release()` lets them go. The
+metrics are the same whichever way; only the work differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StringType
+
+#: the events there is one of per record: the bulk of a trace
+BULK_KINDS = ("processed", "produced")
+CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
+NS_PER_S = 1_000_000_000
+#: processed events of one consumer and partition closer than this belong to one stretch of processing
+PROCESSING_GAP_S = 1.0
+_KEY = ["trial", "actor", "topic", "partition"]
+#: what identifies a change's window
+KEYS = ["trial", "change_index"]
+
+
+def field(name: str) -> Column:
+    return F.get_json_object("fields", f"$.{name}")
+
+
+def consumer_events(events: DataFrame) -> DataFrame:
+    """The events of consumers (actors whose trace starts a consumer of any family)."""
+    consumers = events.where(F.col("kind") == CONSUMER_START).select("trial", "actor").distinct()
+    return events.join(consumers, ["trial", "actor"], "left_semi")
+
+
+def ownership_intervals(ce: DataFrame, last_events: DataFrame) -> DataFrame:
+    """trial, actor, topic, partition, start_ns, stop_ns: one row per stretch a consumer owned a partition.
+
+    `ce`: the consumers' control events (`consumer_events`); `last_events`: each
+    actor's last event of any kind (`Digest.last_events`). A consumer owns a
+    partition from its `assigned` event to its next `assigned`/`revoked` for it,
+    or the end of its trace. A consumer restarted under its name (the storm's
+    `restart`) has two lives in one trace, each from a `trace_open` to its
+    `trace_close`: ownership never runs past a life's end (a ZooKeeper-era
+    consumer records no `revoked` when it stops; its session's close releases
+    everything) nor into the next life.
+    """
+    moves = (ce.where(F.col("kind").isin("assigned", "revoked"))
+             .select("trial", "actor", "ts_ns", "kind",
+                     F.explode(F.from_json(field("partitions"), ArrayType(ArrayType(StringType())))).alias("tp"))
+             .select("trial", "actor", "ts_ns", "kind", F.col("tp")[0].alias("topic"),
+                     F.col("tp")[1].cast("int").alias("partition")))
+    # a life ends where its process closed the trace (`trace_close`), where the actor's next process opened it
+    # again (a restarted consumer appends to its own trace; a killed one never closed it), or at the trace's end:
+    # whatever an old process held, the new one holds nothing until it is assigned
+    lives = (ce.where(F.col("kind").isin("trace_open", "trace_close"))
+             .withColumn("first", F.min("ts_ns").over(Window.partitionBy("trial", "actor")))
+             .where((F.col("kind") == "trace_close") | (F.col("ts_ns") > F.col("first")))
+             .select("trial", "actor", "ts_ns"))
+    trace_ends = last_events.join(ce.select("trial", "actor").distinct(), ["trial", "actor"]).unionByName(lives)
+    ends = (moves.select("trial", "actor", "topic", "partition").distinct().join(trace_ends, ["trial", "actor"])
+            .withColumn("kind", F.lit("trace_end")))
+    steps = moves.unionByName(ends)
+    order = F.when(F.col("kind") == "assigned", 1).otherwise(0)  # at one instant, a release before a claim
+    w = Window.partitionBy(*_KEY).orderBy("ts_ns", order)
+    return (steps.withColumn("next_ns", F.lead("ts_ns").over(w))
+            .where(F.col("kind") == "assigned")
+            .select(*_KEY, F.col("ts_ns").alias("start_ns"), F.coalesce("next_ns", "ts_ns").alias("stop_ns"))
+            .where(F.col("stop_ns") > F.col("start_ns")))
+
+
+def change_windows(control: DataFrame, ce: DataFrame) -> DataFrame:
+    """One row per change: KEYS, change, members_before/after, members (names), about, start_ns, stop_ns,
+    assigned_ns (the last `assigned` in the window, if any) and converged_ns (that, or stop_ns).
+
+    The trial runner's `scenario` actor records each `change` and an `end`; a
+    change's window runs from its `change` to the next change (or `end`)."""
+    scenario = control.where(F.col("actor") == "scenario")
+    changes = scenario.where(F.col("kind") == "change").select(
+        "trial", field("index").cast("int").alias("change_index"), field("change").alias("change"),
+        field("members_before").cast("int").alias("members_before"),
+        field("members_after").cast("int").alias("members_after"),
+        F.from_json(field("members"), ArrayType(StringType())).alias("members"), F.col("member").alias("about"),
+        F.col("ts_ns").alias("start_ns"))
+    ends = scenario.where(F.col("kind") == "end").groupBy("trial").agg(F.min("ts_ns").alias("end_ns"))
+    by_time = Window.partitionBy("trial").orderBy("start_ns")
+    windows = (changes.join(ends, "trial")
+               .withColumn("stop_ns", F.coalesce(F.lead("start_ns").over(by_time), F.col("end_ns")))
+               .drop("end_ns"))
+    last_assigned = (in_window(ce.where(F.col("kind") == "assigned"), windows)
+                     .groupBy(*KEYS).agg(F.max("ts_ns").alias("assigned_ns")))
+    return (windows.join(last_assigned, KEYS, "left")
+            .withColumn("converged_ns", F.coalesce("assigned_ns", "stop_ns")))
+
+
+def in_window(events: DataFrame, windows: DataFrame) -> DataFrame:
+    """Events joined to the window they fall in (start_ns <= ts_ns < stop_ns), with its `converged_ns` if known."""
+    extra = ["converged_ns"] if "converged_ns" in windows.columns else []
+    w = windows.select(*KEYS, "start_ns", F.col("stop_ns").alias("_stop"), *extra)
+    return (events.join(w, "trial").where((F.col("ts_ns") >= F.col("start_ns")) & (F.col("ts_ns") < F.col("_stop")))
+            .drop("_stop"))
+
+
+def _loss_markers(intervals: DataFrame) -> DataFrame:
+    """The bounds the processing pass sweeps: _KEY, ts_ns, order, owned, lost.
+
+    An act (a record processed, an offset committed) at t by a consumer on a
+    partition counts as after loss (`after_loss`) once for each of its
+    ownership intervals [s, e] holding t (both ends included) in which another
+    consumer's ownership of the partition began after s and at or before t, and
+    once if no interval of its own holds t. For an interval, the first such
+    start L makes [L, e] its lost range. Markers: +1 at an interval's (or a
+    lost range's) start, ordered before the acts of that instant (`order` 0),
+    -1 at its end, after them (`order` 2); the acts are `order` 1.
+    """
+    m, o = intervals.alias("m"), intervals.alias("o")
+    first_other = (m.join(o, (F.col("m.trial") == F.col("o.trial")) & (F.col("m.topic") == F.col("o.topic"))
+                          & (F.col("m.partition") == F.col("o.partition")) & (F.col("m.actor") != F.col("o.actor"))
+                          & (F.col("o.start_ns") > F.col("m.start_ns")) & (F.col("o.start_ns") <= F.col("m.stop_ns")))
+                   .groupBy(*[F.col(f"m.{c}").alias(c) for c in _KEY], F.col("m.start_ns").alias("start_ns"),
+                            F.col("m.stop_ns").alias("stop_ns"))
+                   .agg(F.min("o.start_ns").alias("lost_ns")))
+
+    def marker(frame: DataFrame, at: str, order: int, owned: int, lost: int) -> DataFrame:
+        return frame.select(*_KEY, F.col(at).alias("ts_ns"), F.lit(order).alias("order"),
+                            F.lit(owned).alias("owned"), F.lit(lost).alias("lost"))
+
+    return (marker(intervals, "start_ns", 0, 1, 0).unionByName(marker(intervals, "stop_ns", 2, -1, 0))
+            .unionByName(marker(first_other, "lost_ns", 0, 0, 1))
+            .unionByName(marker(first_other, "stop_ns", 2, 0, -1)))
+
+
+def processing_pass(events: DataFrame, intervals: DataFrame, gap_s: float = PROCESSING_GAP_S) -> DataFrame:
+    """_KEY, start_ns, stop_ns, messages, lost: the stretches each actor processed, and its acts after loss in them.
+
+    Consecutive `processed` events of one actor and partition less than `gap_s`
+    apart form one stretch (gaps and islands). `lost` lists the stretch's records
+    processed after the actor lost the partition (`_loss_markers`), as
+    (ts_ns, times) (times: how many of the rule's cases the record meets). One
+    sort of the processed events by actor, partition and time computes both.
+    """
+    acts = events.where(F.col("kind") == "processed").select(
+        *_KEY, "ts_ns", F.lit(1).alias("order"), F.lit(0).alias("owned"), F.lit(0).alias("lost"))
+    w = Window.partitionBy(*_KEY).orderBy("ts_ns", "order")
+    so_far = w.rowsBetween(Window.unboundedPreceding, 0)
+    swept = (acts.unionByName(_loss_markers(intervals))
+             .withColumn("owned_now", F.sum("owned").over(so_far))
+             .withColumn("lost_now", F.sum("lost").over(so_far))
+             .withColumn("prev", F.last(F.when(F.col("order") == 1, F.col("ts_ns")), ignorenulls=True)
+                         .over(w.rowsBetween(Window.unboundedPreceding, -1)))
+             .where(F.col("order") == 1)
+             .withColumn("new", F.when(F.col("prev").isNull() | (F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S),
+                                       1).otherwise(0))
+             .withColumn("stretch", F.sum("new").over(so_far))
+             .withColumn("times", F.col("lost_now") + F.when(F.col("owned_now") == 0, 1).otherwise(0)))
+    lost = F.when(F.col("times") > 0, F.struct("ts_ns", "times"))
+    return (swept.groupBy(*_KEY, "stretch")
+            .agg(F.min("ts_ns").alias("start_ns"), F.max("ts_ns").alias("stop_ns"),
+                 F.count(F.lit(1)).alias("messages"), F.collect_list(lost).alias("lost"))
+            .drop("stretch"))
+
+
+def offsets_pass(events: DataFrame) -> DataFrame:
+    """trial, duplicates, messages_processed, messages_produced, gaps, phantom_messages: one aggregate of the bulk.
+
+    Per (trial, topic, partition, offset): how many times it was processed, and
+    whether it was produced. A duplicate is a processing beyond the first; a gap
+    a record produced at or below its partition's highest processed offset but
+    never processed; a phantom a record processed but never produced.
+    """
+    key = ["trial", "topic", "partition", "offset"]
+    processed = F.col("kind") == "processed"
+    per_offset = (events.where(F.col("kind").isin(*BULK_KINDS)).groupBy(*key)
+                  .agg(F.count(F.when(processed, 1)).alias("times"), F.max(F.when(~processed, 1)).alias("made")))
+    reached = (events.where(processed).groupBy("trial", "topic", "partition")
+               .agg(F.max("offset").alias("reached")))
+    was_processed = F.col("times") > 0
+    return (per_offset.join(F.broadcast(reached), ["trial", "topic", "partition"], "left").groupBy("trial").agg(
+        F.sum(F.when(was_processed, F.col("times") - 1).otherwise(0)).alias("duplicates"),
+        F.count(F.when(was_processed, 1)).alias("messages_processed"),
+        F.count("made").alias("messages_produced"),
+        F.count(F.when(F.col("made").isNotNull() & ~was_processed & (F.col("offset") <= F.col("reached")), 1))
+        .alias("gaps"),
+        F.count(F.when(was_processed & F.col("made").isNull(), 1)).alias("phantom_messages")))
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A run's events as the metrics read them (see the module's docstring)."""
+
+    control: DataFrame
+    last_events: DataFrame
+    #: the consumers' control events
+    consumers: DataFrame
+    #: who owned which partition when (`ownership_intervals`)
+    intervals: DataFrame
+    #: the changes' windows (`change_windows`)
+    windows: DataFrame
+    stretches: DataFrame
+    offsets: DataFrame
+    _cached: tuple[DataFrame, ...] = ()
+
+    @classmethod
+    def of(cls, events: DataFrame, *, cache: bool = False) -> Digest:
+        """The digest of `events` (`lab_cluster.trace_reader.TRACE_SCHEMA`).
+
+        Lazily (nothing computed yet), or with `cache`: every part computed now
+        and kept in memory until `release`."""
+        kept: list[DataFrame] = []
+
+        def keep(frame: DataFrame) -> DataFrame:
+            if not cache:
+                return frame
+            frame = frame.cache()
+            frame.count()
+            kept.append(frame)
+            return frame
+
+        try:
+            control = keep(events.where(~F.col("kind").isin(*BULK_KINDS)))
+            last_events = keep(events.groupBy("trial", "actor").agg(F.max("ts_ns").alias("ts_ns")))
+            ce = keep(consumer_events(control))
+            intervals = keep(ownership_intervals(ce, last_events))
+            windows = keep(change_windows(control, ce))
+            consumers = ce.select("trial", "actor").distinct()
+            stretches = keep(processing_pass(events, intervals).join(consumers, ["trial", "actor"], "left_semi"))
+            offsets = keep(offsets_pass(events))
+        except BaseException:  # a failed or interrupted pass: what was cached before it goes too
+            for frame in kept:
+                frame.unpersist()
+            raise
+        return cls(control, last_events, ce, intervals, windows, stretches, offsets, tuple(kept))
+
+    def release(self) -> None:
+        for frame in self._cached:
+            frame.unpersist()
+
+    def trials(self, trials: list[str]) -> Digest:
+        """The digest of these trials only."""
+        def only(frame: DataFrame) -> DataFrame:
+            return frame.where(F.col("trial").isin(trials))
+        return Digest(*(only(getattr(self, f.name)) for f in fields(self) if f.name != "_cached"))
+
+
+def digest_of(events: DataFrame | Digest) -> Digest:
+    """`events` as a digest (a metric accepts either)."""
+    return events if isinstance(events, Digest) else Digest.of(events)
