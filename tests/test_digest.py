@@ -1,0 +1,128 @@
+"""The digest's one pass over the records agrees with the direct definitions it replaces.
+
+`digest.processing_pass` judges every record processed by a sweep over the
+consumers' ownership bounds, and cuts stretches of processing in the same sort;
+`metrics.processing_resumed` reads pauses off those stretches. Here random
+trials (a few consumers trading two partitions, records on a coarse clock so
+that ties with ownership bounds happen) are measured both ways: by the digest,
+and by the direct definitions (`metrics._after_loss`'s join, which still judges
+commits; gaps and islands and pauses worked out in Python).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from pyspark.sql import functions as F
+
+from experiments import metrics
+from experiments.digest import NS_PER_S, PROCESSING_GAP_S, Digest
+from lab_cluster.trace_reader import TRACE_SCHEMA
+
+pytestmark = pytest.mark.spark
+
+TRIALS = 40
+TICK = NS_PER_S // 4  # records and ownership bounds on a quarter-second clock: ties are common
+
+
+def _trial(rng: random.Random, trial: str) -> list[tuple]:
+    """Rows of TRACE_SCHEMA: a scenario with two changes, three consumers trading two partitions."""
+    def row(ticks, actor, kind, partition=None, fields=None, topic=None):
+        return (ticks * TICK, 0, trial, "legacy", actor, kind, "t" if partition is not None else topic, partition,
+                None, None, None, None, None, fields)
+
+    rows = [row(0, "scenario", "setup", fields='{"partitions": 2}', topic="t"),
+            row(20, "scenario", "change", fields='{"index": 1, "change": "join"}'),
+            row(50, "scenario", "change", fields='{"index": 2, "change": "leave"}'),
+            row(80, "scenario", "end")]
+    for actor in ("c1", "c2", "c3"):
+        rows += [row(1, actor, "trace_open"), row(1, actor, "consumer_start")]
+        for _ in range(rng.randint(1, 5)):
+            kind = rng.choice(("assigned", "assigned", "revoked"))
+            partition = rng.randint(0, 1)
+            rows.append(row(rng.randint(2, 78), actor, kind, fields=f'{{"partitions": [["t", {partition}]]}}'))
+        for _ in range(rng.randint(0, 60)):
+            rows.append(row(rng.randint(2, 78), actor, "processed", partition=rng.randint(0, 1)))
+        rows.append(row(79, actor, "trace_close"))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def digest(spark):
+    rng = random.Random(20261124)
+    rows = [r for t in range(TRIALS) for r in _trial(rng, f"trial{t}")]
+    d = Digest.of(spark.createDataFrame(rows, TRACE_SCHEMA), cache=True)
+    yield d, rows
+    d.release()
+
+
+def test_records_processed_after_loss_are_the_joins_count(digest):
+    d, _ = digest
+    processed = d.stretches.select("trial", F.explode("lost").alias("a")).groupBy("trial").agg(
+        F.sum("a.times").alias("n"))
+    by_sweep = {r.trial: r.n for r in processed.collect()}
+    # the records themselves (the digest keeps none), judged by the join that judges commits
+    raw = d.control.sparkSession.createDataFrame(digest[1], TRACE_SCHEMA).where(F.col("kind") == "processed")
+    by_join = {r.trial: r["count"] for r in
+               metrics._after_loss(raw, d.intervals).groupBy("trial").count().collect()}
+    assert by_join, "the random trials hold records processed after a loss (else this compares nothing)"
+    assert {t: n for t, n in by_sweep.items() if n} == by_join
+
+
+def _stretches_by_hand(rows) -> set[tuple]:
+    records: dict[tuple, list[int]] = {}
+    for r in rows:
+        if r[5] == "processed":
+            records.setdefault((r[2], r[4], r[7]), []).append(r[0])
+    out = set()
+    for key, times in records.items():
+        times.sort()
+        start = prev = times[0]
+        count = 1
+        for ts in times[1:]:
+            if ts - prev > PROCESSING_GAP_S * NS_PER_S:
+                out.add((*key, start, prev, count))
+                start, count = ts, 0
+            prev = ts
+            count += 1
+        out.add((*key, start, prev, count))
+    return out
+
+
+def test_stretches_are_gaps_and_islands(digest):
+    d, rows = digest
+    got = {(r.trial, r.actor, r.partition, r.start_ns, r.stop_ns, r.messages)
+           for r in metrics.processing_intervals(d).collect()}
+    assert got == _stretches_by_hand(rows)
+
+
+def _resumed_by_hand(rows) -> dict[tuple, float | None]:
+    """processing_resumed_ms per (trial, change_index), from the definition over the records themselves."""
+    gap = PROCESSING_GAP_S * NS_PER_S
+    out = {}
+    for trial in {r[2] for r in rows}:
+        mine = [r for r in rows if r[2] == trial]
+        changes = sorted(r[0] for r in mine if r[5] == "change")
+        end = min(r[0] for r in mine if r[5] == "end")
+        for index, (start, stop) in enumerate(zip(changes, [*changes[1:], end], strict=True), 1):
+            resumed, stalled = None, False
+            for partition in (0, 1):
+                times = sorted(r[0] for r in mine if r[5] == "processed" and r[7] == partition)
+                pauses = [b for a, b in itertools.pairwise(times) if b - a > gap and start <= b < stop]
+                if pauses:
+                    resumed = max(resumed or 0, max(pauses))
+                before = [ts for ts in times if ts < stop]
+                stalled |= not before or stop - before[-1] > gap
+            out[(trial, index)] = None if stalled else ((resumed - start) / 1e6 if resumed else 0.0)
+    return out
+
+
+def test_processing_resumed_from_stretches_is_the_pauses_between_records(digest):
+    d, rows = digest
+    got = {(r.trial, r.change_index): r.processing_resumed_ms
+           for r in metrics.processing_resumed(d.control, d.stretches, d.windows).collect()}
+    expected = _resumed_by_hand(rows)
+    assert any(v is None for v in expected.values()) and any(v for v in expected.values())
+    assert got == expected
