@@ -300,6 +300,33 @@ def stale_views(events: DataFrame) -> DataFrame:
             .withColumn("stale", F.col("v") < F.max("v").over(before)).select("trial", "ts_ns", "stale"))
 
 
+def _distinct_views_held(moves: DataFrame) -> DataFrame:
+    """trial, ts_ns, views: at each instant a consumer moved (trial, actor, ts_ns, view; a null view: it holds
+    none), how many distinct views the consumers' latest moves hold, where at least one is held.
+
+    A sweep, not a join of every instant with every earlier move: each move hands
+    one holder from the consumer's previous view to its new one; a view is in
+    effect while it has holders; the views in effect at an instant are the
+    running sum of views coming into and going out of effect up to it.
+    """
+    mine = Window.partitionBy("trial", "actor").orderBy("ts_ns")
+    moves = moves.withColumn("prev", F.lag("view").over(mine))
+    handed = (moves.where(F.col("view").isNotNull()).select("trial", "ts_ns", "view", F.lit(1).alias("d"))
+              .unionByName(moves.where(F.col("prev").isNotNull())
+                           .select("trial", "ts_ns", F.col("prev").alias("view"), F.lit(-1).alias("d")))
+              .groupBy("trial", "view", "ts_ns").agg(F.sum("d").alias("d")))
+    of_view = Window.partitionBy("trial", "view").orderBy("ts_ns")
+    held = (handed.withColumn("holders", F.sum("d").over(of_view.rowsBetween(Window.unboundedPreceding, 0)))
+            .withColumn("before", F.coalesce(F.lag("holders").over(of_view), F.lit(0))))
+    in_effect = held.select("trial", "ts_ns", (F.when((F.col("holders") > 0) & (F.col("before") <= 0), 1)
+                                               .when((F.col("holders") <= 0) & (F.col("before") > 0), -1)
+                                               .otherwise(0)).alias("d"))
+    instants = moves.select("trial", "ts_ns", F.lit(0).alias("d"))
+    by_time = Window.partitionBy("trial").orderBy("ts_ns").rowsBetween(Window.unboundedPreceding, 0)
+    return (in_effect.unionByName(instants).groupBy("trial", "ts_ns").agg(F.sum("d").alias("d"))
+            .withColumn("views", F.sum("d").over(by_time)).where(F.col("views") > 0).select("trial", "ts_ns", "views"))
+
+
 def views_in_effect(ce: DataFrame, events: DataFrame | None = None) -> DataFrame:
     """trial, ts_ns, views: how many distinct membership views the group's assignments came from, at each instant.
 
@@ -323,13 +350,7 @@ def views_in_effect(ce: DataFrame, events: DataFrame | None = None) -> DataFrame
     moves = (ce.where(F.col("kind").isin("assigned", "consumer_stop") & F.col("design").isin(by_member))
              .select("trial", "actor", "ts_ns", F.when(F.col("kind") == "assigned", field("view"))
                      .alias("view")))
-    at = moves.select("trial", F.col("ts_ns").alias("at_ns")).distinct()
-    latest = Window.partitionBy("trial", "at_ns", "actor").orderBy(F.col("ts_ns").desc())
-    each_member = (at.join(moves, "trial").where(F.col("ts_ns") <= F.col("at_ns"))
-                   .withColumn("n", F.row_number().over(latest))
-                   .where((F.col("n") == 1) & F.col("view").isNotNull())
-                   .groupBy("trial", "at_ns").agg(F.countDistinct("view").alias("views"))
-                   .withColumnRenamed("at_ns", "ts_ns"))
+    each_member = _distinct_views_held(moves)
     by_leader = [f.name for f in FAMILIES.values() if f.computes == "leader"]
     leader = (ce.where((F.col("kind") == "leader_assignment") & F.col("design").isin(by_leader))
               .select("trial", "ts_ns", "generation",
