@@ -30,6 +30,7 @@ from experiments.engine.families import REAL_CLIENTS
 from experiments.engine.finding import by_id
 from experiments.engine.harness import analyse, run_grid
 from experiments.engine.trial import TrialSpec
+from lab_cluster.trace_reader import write_columnar
 
 pytestmark = [pytest.mark.herd, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -207,6 +208,7 @@ def test_a_trace_cut_short_fails_its_trial_with_the_reason(herd_run, spark, tmp_
     shutil.copytree(run_dir / "trials" / spec.trial_id, copy / "trials" / spec.trial_id)
     trace = copy / "trials" / spec.trial_id / "traces" / "c1.jsonl"
     trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))  # drop its trace_close
+    write_columnar(copy / "trials" / spec.trial_id)  # as the trial's task would have stored it
     results = pd.DataFrame([{"trial": spec.trial_id, "status": "ok", "reason": "", "trial_dir": "", "wall_s": 0.0,
                              "environment": "{}"}])
     summary = analyse(spark, str(copy), [spec], results)

@@ -103,6 +103,26 @@ class TestReader:
         counts = {r["kind"]: r["count"] for r in df.groupBy("kind").count().collect()}
         assert counts == {"trace_open": 3, "trace_close": 3, "produced": 3, "processed": 3}
 
+    def test_the_columnar_file_holds_what_spark_reads_from_the_json_lines(self, spark, tmp_path):
+        from lab_cluster.trace_reader import TRACE_SCHEMA, write_columnar
+
+        trial = self._trial(tmp_path, close_consumer=False)
+        with (trial / "traces" / "c1.jsonl").open("a") as cut:  # a process killed mid-write: half a line
+            cut.write('{"ts_ns": 5, "kind": "proc')
+        with (trial / "traces" / "odd.jsonl").open("w") as odd:  # a value of the wrong type is null
+            odd.write('{"ts_ns": 7, "trial": "t", "actor": "odd", "kind": "x", "partition": "zero", "fields": "{}"}\n')
+        columnar = spark.read.schema(TRACE_SCHEMA).parquet(str(write_columnar(trial)))
+
+        def rows(df):
+            return sorted(tuple(r) for r in df.where("trial is not null").collect())
+
+        # as the analysis read the JSON lines before: Spark's PERMISSIVE mode (a bad line is a row of nulls)
+        assert rows(columnar) == rows(spark.read.schema(TRACE_SCHEMA).json(str(trial / "traces" / "*.jsonl")))
+        assert ("odd", None) in {(r.actor, r.partition) for r in columnar.collect()}
+        # the producer (open, 3 produced, close), faults (open, close), c1 (open, 3 processed; its half line
+        # dropped), odd
+        assert columnar.count() == 5 + 2 + 4 + 1
+
     def test_a_complete_trial(self, spark, tmp_path):
         from lab_cluster.trace_reader import check_complete, load_traces
 

@@ -6,7 +6,8 @@
    slot first (`slots.py`: timing-sensitive trials do not share a machine unless
    the user raises `trials_per_machine`), runs the trial into the run
    directory (`store.py`) and returns its `TrialResult` as one row.
-2. `analyse` reads every trial's traces back as one DataFrame and computes the
+2. `analyse` reads every trial's traces back as one DataFrame (from the Parquet
+   file each trial's task wrote as it ended) and computes the
    metrics (`metrics.py`) for the trials that ran to the end, checks each one's
    traces are complete and that the clients' ZooKeeper counts agree with the
    server's, and writes `results/*.parquet` and `summary.csv`. A trial is `ok`
@@ -40,7 +41,7 @@ from experiments.engine import store
 from experiments.engine.slots import machine_slot
 from experiments.engine.trial import PARAMS, SETUP_PARAMS, TrialSpec, run_trial
 from lab_cluster.processes import honour_ctrl_c, proc_stat
-from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
+from lab_cluster.trace_reader import COLUMNAR_FILE, TRACE_SCHEMA, incomplete_trials
 from lab_cluster.zk import BackendRequest
 
 #: a spec's fields as Spark types; its tuples travel as JSON strings (`TrialSpec.as_row`)
@@ -196,9 +197,11 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     `timelines_for`: the experiments whose trials keep timelines (who processed which partition when) for
     their report sections (`Experiment.keeps_timelines`)."""
     ran = results[results["status"] == "ok"]["trial"].tolist()
-    events = spark.read.schema(TRACE_SCHEMA).json(store.join(run_uri, "trials", "*", "traces", "*.jsonl"))
-    # digested once and cached: every metric below reads the digest, not the records (`experiments/digest.py`)
-    digest = Digest.of(events.where(F.col("trial").isin(ran)) if ran else events.limit(0), cache=True)
+    # each trial's events as its task stored them when it ended (`trace_reader.write_columnar`), digested once
+    # and cached: every metric below reads the digest, not the records (`experiments/digest.py`)
+    events = (spark.read.schema(TRACE_SCHEMA).parquet(*[store.join(run_uri, "trials", t, COLUMNAR_FILE) for t in ran])
+              if ran else spark.createDataFrame([], TRACE_SCHEMA))
+    digest = Digest.of(events, cache=True)
     try:
         per_change = (metrics.change_metrics(digest)
                       .join(metrics.cross_check(digest), metrics.KEYS, "left").toPandas())

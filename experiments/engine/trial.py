@@ -78,6 +78,7 @@ from lab_cluster.faultproxy import Mode
 from lab_cluster.faults import Faults, Link, zk_link
 from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
+from lab_cluster.trace_reader import COLUMNAR_FILE, write_columnar
 from lab_cluster.zk import BackendRequest, provision
 
 TOPIC = "t"
@@ -252,6 +253,11 @@ def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | Non
     except Exception as exc:  # a bug or an unforeseen error: this trial fails, the run's other trials go on
         status, reason = "failed", f"unexpected {type(exc).__name__}: {exc} (traceback: failure.log)"
         (trial_dir / "failure.log").write_text(traceback.format_exc())
+    try:  # every process has stopped and closed its trace: the analysis reads them from one columnar file
+        write_columnar(trial_dir)
+    except (OSError, ValueError) as exc:
+        if status == "ok":
+            status, reason = "failed", f"its traces could not be stored for analysis ({COLUMNAR_FILE}): {exc}"
     return TrialResult(spec.trial_id, status, reason, str(trial_dir), round(time.monotonic() - started, 2),
                        environment)
 
