@@ -5,12 +5,15 @@
    report from the very run that was timed; its own report goes there, as
    every run's does) and times it, end to end: every trial, the analysis, the report.
 2. Generates a synthetic trace of `--events` events (default ten million) with
-   Spark, written as the trace files the lab writes (JSON lines, one file per
-   actor and trial: mostly `processed`, with ZooKeeper requests, watch
-   firings, rebalances and ownership changes mixed in, and the scenario's
-   changes), then times the whole metrics job on it (change metrics, trial
-   metrics, cross-check, completeness), each written to Parquet so that Spark
-   computes everything: events per second.
+   Spark, stored as trials store theirs (Parquet, the trace's columns: mostly
+   `processed`, with ZooKeeper requests, watch firings, rebalances and
+   ownership changes mixed in, and the scenario's changes), then times the
+   whole metrics job on it as a run's analysis does it (the digest, change
+   metrics, trial metrics, cross-check, completeness), each written to Parquet
+   so that Spark computes everything: events per second.
+
+A new figure does not erase the one it replaces: that goes to `<figure>_before`
+(newest first), each with the lab commit that measured it.
 
 Figures go to `--out` (default `benchmarks/harness.json`) with the machine. A
 benchmark, not a test: nothing here asserts a speed.
@@ -28,7 +31,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from experiments.engine.environment import machine
+from experiments.engine.environment import lab_commit, machine
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
 
 ACTORS = 16
@@ -95,19 +98,33 @@ def synthetic_events(spark, events: int):
 
 
 def analysis_throughput(spark, events: int, work: Path) -> dict:
+    """Seconds for the metrics job on `events` synthetic events, read as `harness.analyse` reads a run's.
+
+    The events are stored as trials store theirs (Parquet, `trace_reader.write_columnar`); the clock runs from
+    reading them to the last output written: the digest (`experiments/digest.py`, computed and cached), the
+    change and trial metrics, the cross-check and the completeness check.
+    """
     from experiments import metrics
+    from experiments.digest import Digest
     from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
 
     traces = work / "traces"
-    synthetic_events(spark, events).repartition(16).write.mode("overwrite").json(str(traces))
+    synthetic_events(spark, events).repartition(TRIALS, "trial").write.mode("overwrite").parquet(str(traces))
     t0 = time.perf_counter()
-    loaded = spark.read.schema(TRACE_SCHEMA).json(str(traces))
-    outputs = {"changes": metrics.change_metrics(loaded), "trials": metrics.trial_metrics(loaded),
-               "cross_check": metrics.cross_check(loaded), "incomplete": incomplete_trials(loaded)}
-    for name, frame in outputs.items():
-        frame.write.mode("overwrite").parquet(str(work / "out" / name))
+    digest = Digest.of(spark.read.schema(TRACE_SCHEMA).parquet(str(traces)), cache=True)
+    digested = time.perf_counter() - t0
+    try:
+        outputs = {"changes": metrics.change_metrics(digest), "trials": metrics.trial_metrics(digest),
+                   "cross_check": metrics.cross_check(digest),
+                   "incomplete": incomplete_trials(digest.control, digest.offsets)}
+        for name, frame in outputs.items():
+            frame.write.mode("overwrite").parquet(str(work / "out" / name))
+    finally:
+        digest.release()
     seconds = time.perf_counter() - t0
-    return {"events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds)}
+    return {"events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds),
+            "of_which_digest_s": round(digested, 1), "input": "Parquet (as trials store their traces)",
+            "spark_driver_memory": spark.sparkContext.getConf().get("spark.driver.memory", "1g")}
 
 
 def reproduce_wall_time(run_dir: Path) -> dict:
@@ -125,6 +142,14 @@ def reproduce_wall_time(run_dir: Path) -> dict:
             "trials": len(ok), "trials_ok": sum(ok.values())}
 
 
+def _keep_before(doc: dict, name: str, figure: dict) -> None:
+    """Put `figure` in `doc[name]`, the one it replaces first in `doc[name + "_before"]` (newest first): a
+    change of speed stays on record with the commit that measured each figure."""
+    if name in doc:
+        doc[f"{name}_before"] = [doc[name], *doc.get(f"{name}_before", [])]
+    doc[name] = figure
+
+
 def run(args) -> int:
     from lab_cluster.spark import local_session
 
@@ -139,13 +164,15 @@ def run(args) -> int:
         if not args.skip_reproduce:
             console.print("timing reproduce --profile quick ...")
             run_dir = args.run_dir or work / "run"
-            doc["reproduce_quick"] = {**reproduce_wall_time(run_dir), "taken_at": stamp}
+            _keep_before(doc, "reproduce_quick", {**reproduce_wall_time(run_dir), "taken_at": stamp,
+                                                  "lab_commit": lab_commit()})
             console.print(doc["reproduce_quick"])
         if not args.skip_analysis:
             spark = local_session(args.master)
             console.print(f"generating {args.events:,} synthetic events and timing the metrics job ...")
-            doc["analysis"] = {**analysis_throughput(spark, args.events, work), "taken_at": stamp,
-                               "spark": spark.version, "master": spark.sparkContext.master}
+            figure = {**analysis_throughput(spark, args.events, work), "taken_at": stamp,
+                      "spark": spark.version, "master": spark.sparkContext.master, "lab_commit": lab_commit()}
+            _keep_before(doc, "analysis", figure)
             console.print(doc["analysis"])
     finally:
         remove_temp_dir(work)
