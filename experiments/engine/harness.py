@@ -129,6 +129,8 @@ def _run_trials(batches, run_uri: str, trials_per_machine: int, zk_backend: Back
             local_dir, remote = _trial_location(run_uri, spec.trial_id)
             with machine_slot(trials_per_machine):
                 result = run_trial(spec, local_dir, zk_backend)
+            # where the task ran: on a standalone cluster, the executor's work dir names its worker and executor
+            result.environment["spark_task_dir"] = os.getcwd()
             if remote:
                 store.publish(local_dir, remote)
                 result.trial_dir = remote
@@ -229,6 +231,7 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
         env = trials["environment"].fillna("{}").map(json.loads)
         trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
         trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
+        trials["spark_task_dir"] = env.map(lambda e: e.get("spark_task_dir"))
         summary = trials.merge(per_change, on="trial", how="left")
         for column in SUMMARY_COLUMNS:
             if column not in summary:

@@ -1,0 +1,71 @@
+"""The grid on a real standalone Spark cluster, not only `local[*]`: the README's `spark-submit` path, end to end.
+
+A master and two workers (one core each) start from the pyspark installation's
+own `spark-class` on loopback (`lab_cluster/spark_standalone.py`); the lab is
+zipped as the README says and `spark-submit` runs a small herd grid (two
+trials) on the cluster. Each trial provisions its own ZooKeeper (embedded:
+from the worker's Spark jars) and brokers inside its executor's task.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lab_cluster.spark_standalone import StandaloneCluster, spark_home
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[1]
+#: what the README's `zip -qr lab.zip ...` puts in the archive
+PACKAGES = ("lab_cluster", "legacy_zk", "modern_coord", "rocketmq_client", "tubemq_client", "kafka_clients",
+            "experiments")
+
+
+def _lab_zip(path: Path) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for package in PACKAGES:
+            for file in (REPO / package).rglob("*"):
+                if file.is_file() and "__pycache__" not in file.parts:
+                    archive.write(file, file.relative_to(REPO))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with StandaloneCluster(workers=2, cores_per_worker=1, memory_per_worker="2g") as started:
+        yield started
+
+
+def test_two_workers_register_on_loopback(cluster):
+    workers = cluster.status()["workers"]
+    assert [w["state"] for w in workers] == ["ALIVE", "ALIVE"]
+    assert all(w["host"] == "127.0.0.1" and w["cores"] == 1 for w in workers)
+
+
+def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
+    out = tmp_path / "run"
+    command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,
+               "--conf", "spark.executor.memory=1g", "--conf", "spark.driver.host=127.0.0.1",
+               "--py-files", str(_lab_zip(tmp_path / "lab.zip")), str(REPO / "scripts" / "lab_experiments.py"),
+               "run", "herd", "--designs", "legacy,modern", "--consumers", "2", "--backend", "embedded",
+               "--out", str(out)]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()))
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary.design) == {"legacy", "modern"} and set(summary.status) == {"ok"}, summary.reason.tolist()
+    # the trials ran in the cluster's executors (a task's working dir is its executor's, under its worker's
+    # work dir), not in a local[*] driver
+    ran_in = pd.read_parquet(out / "results" / "trials.parquet").spark_task_dir.tolist()
+    assert len(ran_in) == 2 and all("/worker" in d and "/app-" in d for d in ran_in), ran_in
+    # and the application ran on the master, to its end
+    apps = cluster.status()["completedapps"]
+    assert apps and apps[-1]["state"] == "FINISHED"
