@@ -56,8 +56,9 @@ _ARROW_TYPES = {LongType(): pa.int64(), IntegerType(): pa.int32(), StringType():
 ARROW_SCHEMA = pa.schema([(f.name, _ARROW_TYPES[f.dataType]) for f in TRACE_SCHEMA.fields])
 
 
-def write_columnar(trial_dir: str | Path) -> Path:
-    """Every event of a trial's `traces/*.jsonl` in one Parquet file with `TRACE_SCHEMA`; returns its path.
+def write_columnar(trial_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Every event of a trial's `traces/*.jsonl` in one Parquet file with `TRACE_SCHEMA` (`out`, default
+    `<trial_dir>/traces.parquet`); returns its path.
 
     As Spark reads the JSON lines (PERMISSIVE): a line that is not a JSON
     object (a process killed mid-write can leave half of one) is dropped, and a
@@ -66,7 +67,7 @@ def write_columnar(trial_dir: str | Path) -> Path:
     """
     trial_dir = Path(trial_dir)
     tables = [_read_lines(path) for path in sorted((trial_dir / "traces").glob("*.jsonl"))]
-    out = trial_dir / COLUMNAR_FILE
+    out = Path(out) if out else trial_dir / COLUMNAR_FILE
     pq.write_table(pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table(), out)
     return out
 

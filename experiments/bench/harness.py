@@ -46,6 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--master", default="local[*]")
     p.add_argument("--run-dir", type=Path, help="keep the timed reproduction's run directory here (default: a temp "
                                                 "directory, removed)")
+    p.add_argument("--analyse-run", type=Path, metavar="RUN",
+                   help="also time the metrics job on a stored run's traces, from JSON lines and from Parquet")
     p.add_argument("--out", default="benchmarks/harness.json")
     p.set_defaults(run=run)
 
@@ -104,27 +106,54 @@ def analysis_throughput(spark, events: int, work: Path) -> dict:
     reading them to the last output written: the digest (`experiments/digest.py`, computed and cached), the
     change and trial metrics, the cross-check and the completeness check.
     """
-    from experiments import metrics
-    from experiments.digest import Digest
-    from lab_cluster.trace_reader import TRACE_SCHEMA, incomplete_trials
+    from lab_cluster.trace_reader import TRACE_SCHEMA
 
     traces = work / "traces"
     synthetic_events(spark, events).repartition(TRIALS, "trial").write.mode("overwrite").parquet(str(traces))
+    seconds, digest_s = _metrics_job(spark.read.schema(TRACE_SCHEMA).parquet(str(traces)), work / "out")
+    return {"events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds),
+            "of_which_digest_s": round(digest_s, 1), "input": "Parquet (as trials store their traces)",
+            "spark_driver_memory": spark.sparkContext.getConf().get("spark.driver.memory", "1g")}
+
+
+def analysis_of_run(spark, run_dir: Path, work: Path) -> dict:
+    """Seconds for the metrics job on a stored run's traces, read from its JSON lines and from Parquet.
+
+    The Parquet files are made here, in `work` (as each trial's task makes its own when it ends:
+    `write_columnar`), so a run stored before trials wrote them can be measured; the conversion's own
+    time is given apart (in a run it is spread over the trials' tasks)."""
+    from lab_cluster.trace_reader import TRACE_SCHEMA, write_columnar
+
+    trials = sorted(d for d in (run_dir / "trials").iterdir() if (d / "traces").is_dir())
     t0 = time.perf_counter()
-    digest = Digest.of(spark.read.schema(TRACE_SCHEMA).parquet(str(traces)), cache=True)
-    digested = time.perf_counter() - t0
+    files = [str(write_columnar(d, work / f"{d.name}.parquet")) for d in trials]
+    converted = time.perf_counter() - t0
+    from_json = spark.read.schema(TRACE_SCHEMA).json([str(d / "traces" / "*.jsonl") for d in trials])
+    json_s, _ = _metrics_job(from_json, work / "out-json")
+    parquet_s, _ = _metrics_job(spark.read.schema(TRACE_SCHEMA).parquet(*files), work / "out-parquet")
+    return {"run": str(run_dir), "trials": len(trials), "events": spark.read.parquet(*files).count(),
+            "from_json_s": round(json_s, 1), "from_parquet_s": round(parquet_s, 1),
+            "parquet_conversion_s": round(converted, 1)}
+
+
+def _metrics_job(events, out: Path) -> tuple[float, float]:
+    """Seconds from reading `events` to the four outputs written, and of those, to the digest cached."""
+    from experiments import metrics
+    from experiments.digest import Digest
+    from lab_cluster.trace_reader import incomplete_trials
+
+    t0 = time.perf_counter()
+    digest = Digest.of(events, cache=True)
+    digest_s = time.perf_counter() - t0
     try:
         outputs = {"changes": metrics.change_metrics(digest), "trials": metrics.trial_metrics(digest),
                    "cross_check": metrics.cross_check(digest),
                    "incomplete": incomplete_trials(digest.control, digest.offsets)}
         for name, frame in outputs.items():
-            frame.write.mode("overwrite").parquet(str(work / "out" / name))
+            frame.write.mode("overwrite").parquet(str(out / name))
     finally:
         digest.release()
-    seconds = time.perf_counter() - t0
-    return {"events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds),
-            "of_which_digest_s": round(digested, 1), "input": "Parquet (as trials store their traces)",
-            "spark_driver_memory": spark.sparkContext.getConf().get("spark.driver.memory", "1g")}
+    return time.perf_counter() - t0, digest_s
 
 
 def reproduce_wall_time(run_dir: Path) -> dict:
@@ -174,6 +203,12 @@ def run(args) -> int:
                       "spark": spark.version, "master": spark.sparkContext.master, "lab_commit": lab_commit()}
             _keep_before(doc, "analysis", figure)
             console.print(doc["analysis"])
+        if args.analyse_run:
+            spark = local_session(args.master)
+            console.print(f"timing the metrics job on {args.analyse_run} ...")
+            _keep_before(doc, "analysis_of_run", {**analysis_of_run(spark, args.analyse_run, work),
+                                                  "taken_at": stamp, "lab_commit": lab_commit()})
+            console.print(doc["analysis_of_run"])
     finally:
         remove_temp_dir(work)
     out.parent.mkdir(parents=True, exist_ok=True)
