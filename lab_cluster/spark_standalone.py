@@ -59,17 +59,20 @@ class StandaloneCluster:
         self._token: int | None = None
 
     def __enter__(self) -> StandaloneCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
     def start(self) -> StandaloneCluster:
+        """Start the master and workers; on any failure (or Ctrl-C) on the way, stop what did start."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> StandaloneCluster:
         java = find_java()
         self.dir = make_temp_dir("spark-standalone")
         self._token = REAPER.register("standalone Spark cluster", self.stop)

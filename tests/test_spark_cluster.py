@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import interrupt
 
+from lab_cluster.leaks import find_leaks
 from lab_cluster.spark_standalone import StandaloneCluster, spark_home
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -69,3 +71,22 @@ def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
     # and the application ran on the master, to its end
     apps = cluster.status()["completedapps"]
     assert apps and apps[-1]["state"] == "FINISHED"
+
+
+def test_spark_up_serves_until_ctrl_c_and_leaves_nothing():
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "spark", "up", "--workers", "1"], env=env,
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("master:"):
+                break
+        assert lines and lines[-1].startswith("master: spark://127.0.0.1:"), "".join(lines) + proc.stderr.read()
+        assert any("worker " in line and "ALIVE" in line for line in lines), lines
+    finally:
+        interrupt(proc)
+    assert proc.returncode in (0, 130)
+    assert "Traceback" not in proc.stderr.read()
+    assert find_leaks(proc.pid) == []

@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     from experiments.bench import coordinator as bench_coordinator
     from experiments.bench import harness as bench_harness
     from experiments.bench import zk as bench_zk
-    from experiments.cli import assign, cluster_up, consumers, doctor, zk_up
+    from experiments.cli import assign, cluster_up, consumers, doctor, spark_up, zk_up
     from experiments.cli import run as run_cmd
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="run ZooKeeper, brokers, a topic and a producer")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="CLUSTER_COMMAND")
     cluster_up.add_parser(cluster_sub)
+    spark = sub.add_parser("spark", help="run a standalone Spark cluster on loopback")
+    spark_sub = spark.add_subparsers(dest="spark_command", required=True, metavar="SPARK_COMMAND")
+    spark_up.add_parser(spark_sub)
     consumers.add_parser(sub)
     assign.add_parser(sub)
     bench = sub.add_parser("bench", help="benchmarks that write their figures to files")
