@@ -133,7 +133,9 @@ def _loss_markers(intervals: DataFrame) -> DataFrame:
     partition counts as after loss (`after_loss`) once for each of its
     ownership intervals [s, e] holding t (both ends included) in which another
     consumer's ownership of the partition began after s and at or before t, and
-    once if no interval of its own holds t. For an interval, the first such
+    once if no interval of its own holds t (another consumer's ownership that
+    began after the actor's own, whether or not it still lasts: a zombie's stale
+    offset that lands a moment after the new owner let go is still a zombie's). For an interval, the first such
     start L makes [L, e] its lost range. Markers: +1 at an interval's (or a
     lost range's) start, ordered before the acts of that instant (`order` 0),
     -1 at its end, after them (`order` 2); the acts are `order` 1.
@@ -155,31 +157,42 @@ def _loss_markers(intervals: DataFrame) -> DataFrame:
             .unionByName(marker(first_other, "stop_ns", 2, 0, -1)))
 
 
+def after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
+    """_KEY, ts_ns, order, times: each act (a row of `acts` with _KEY and ts_ns) with how many of the after-loss
+    rule's cases it meets (`_loss_markers`; 0: none, the actor held the partition and nobody newer did).
+
+    One sort of the acts by actor, partition and time, with the ownership bounds
+    swept in as markers, instead of a join of every act with every interval. The
+    accepted commits (`zombie_commits_accepted`) and the records processed
+    (`processed_after_loss`, in `processing_pass`'s sort) are judged by it.
+    """
+    marked = acts.select(*_KEY, "ts_ns", F.lit(1).alias("order"), F.lit(0).alias("owned"), F.lit(0).alias("lost"))
+    so_far = Window.partitionBy(*_KEY).orderBy("ts_ns", "order").rowsBetween(Window.unboundedPreceding, 0)
+    return (marked.unionByName(_loss_markers(intervals))
+            .withColumn("owned_now", F.sum("owned").over(so_far))
+            .withColumn("lost_now", F.sum("lost").over(so_far))
+            .where(F.col("order") == 1)
+            .select(*_KEY, "ts_ns", "order",
+                    (F.col("lost_now") + F.when(F.col("owned_now") == 0, 1).otherwise(0)).alias("times")))
+
+
 def processing_pass(events: DataFrame, intervals: DataFrame, gap_s: float = PROCESSING_GAP_S) -> DataFrame:
     """_KEY, start_ns, stop_ns, messages, lost: the stretches each actor processed, and its acts after loss in them.
 
     Consecutive `processed` events of one actor and partition less than `gap_s`
     apart form one stretch (gaps and islands). `lost` lists the stretch's records
-    processed after the actor lost the partition (`_loss_markers`), as
-    (ts_ns, times) (times: how many of the rule's cases the record meets). One
-    sort of the processed events by actor, partition and time computes both.
+    processed after the actor lost the partition (`after_loss`), as (ts_ns,
+    times). The stretches are cut in the same window order as `after_loss`'s
+    sweep, so one sort of the processed events computes both.
     """
-    acts = events.where(F.col("kind") == "processed").select(
-        *_KEY, "ts_ns", F.lit(1).alias("order"), F.lit(0).alias("owned"), F.lit(0).alias("lost"))
     w = Window.partitionBy(*_KEY).orderBy("ts_ns", "order")
-    so_far = w.rowsBetween(Window.unboundedPreceding, 0)
-    swept = (acts.unionByName(_loss_markers(intervals))
-             .withColumn("owned_now", F.sum("owned").over(so_far))
-             .withColumn("lost_now", F.sum("lost").over(so_far))
-             .withColumn("prev", F.last(F.when(F.col("order") == 1, F.col("ts_ns")), ignorenulls=True)
-                         .over(w.rowsBetween(Window.unboundedPreceding, -1)))
-             .where(F.col("order") == 1)
-             .withColumn("new", F.when(F.col("prev").isNull() | (F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S),
-                                       1).otherwise(0))
-             .withColumn("stretch", F.sum("new").over(so_far))
-             .withColumn("times", F.col("lost_now") + F.when(F.col("owned_now") == 0, 1).otherwise(0)))
+    judged = (after_loss(events.where(F.col("kind") == "processed"), intervals)
+              .withColumn("prev", F.lag("ts_ns").over(w))
+              .withColumn("new", F.when(F.col("prev").isNull() | (F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S),
+                                        1).otherwise(0))
+              .withColumn("stretch", F.sum("new").over(w.rowsBetween(Window.unboundedPreceding, 0))))
     lost = F.when(F.col("times") > 0, F.struct("ts_ns", "times"))
-    return (swept.groupBy(*_KEY, "stretch")
+    return (judged.groupBy(*_KEY, "stretch")
             .agg(F.min("ts_ns").alias("start_ns"), F.max("ts_ns").alias("stop_ns"),
                  F.count(F.lit(1)).alias("messages"), F.collect_list(lost).alias("lost"))
             .drop("stretch"))

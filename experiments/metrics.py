@@ -127,7 +127,17 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
-from experiments.digest import CONSUMER_START, KEYS, NS_PER_S, PROCESSING_GAP_S, Digest, digest_of, field, in_window
+from experiments.digest import (
+    CONSUMER_START,
+    KEYS,
+    NS_PER_S,
+    PROCESSING_GAP_S,
+    Digest,
+    after_loss,
+    digest_of,
+    field,
+    in_window,
+)
 from experiments.engine.families import FAMILIES
 from experiments.engine.steps import MEMBERSHIP_CHANGES
 
@@ -470,32 +480,6 @@ def processing_resumed(control: DataFrame, stretches: DataFrame, windows: DataFr
                     .alias("processing_resumed_ms")))
 
 
-def _after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
-    """The acts (trial, ts_ns) a consumer did on a partition it had lost.
-
-    `acts` has trial, actor, topic, partition, ts_ns (accepted commits; the records
-    processed are judged by the same rule in the digest's one pass over them:
-    `digest.processing_pass`). An act counts if another consumer's ownership of the partition began
-    after the actor's own and before the act (whether or not it still lasts), or
-    if the actor did not own the partition at all then.
-    """
-    mine = intervals.alias("m")
-    theirs = intervals.alias("o")
-    c = acts.select("trial", "actor", "topic", "partition", "ts_ns").alias("c")
-    held = c.join(mine, (F.col("c.trial") == F.col("m.trial")) & (F.col("c.actor") == F.col("m.actor"))
-                  & (F.col("c.topic") == F.col("m.topic")) & (F.col("c.partition") == F.col("m.partition"))
-                  & (F.col("c.ts_ns") >= F.col("m.start_ns")) & (F.col("c.ts_ns") <= F.col("m.stop_ns")), "left")
-    held = held.select("c.trial", "c.actor", "c.topic", "c.partition", "c.ts_ns",
-                       F.col("m.start_ns").alias("mine_since"))
-    h = held.alias("h")
-    newer = h.join(theirs, (F.col("h.trial") == F.col("o.trial")) & (F.col("h.actor") != F.col("o.actor"))
-                   & (F.col("h.topic") == F.col("o.topic")) & (F.col("h.partition") == F.col("o.partition"))
-                   & (F.col("o.start_ns") > F.col("h.mine_since")) & (F.col("o.start_ns") <= F.col("h.ts_ns")),
-                   "left_semi")
-    unowned = held.where(F.col("mine_since").isNull())
-    return newer.select("trial", "ts_ns").unionByName(unowned.select("trial", "ts_ns"))
-
-
 def change_metrics(events: DataFrame | Digest) -> DataFrame:
     """One row per (trial, change) with every per-change metric of DESIGN §4, from a run's events or its digest."""
     d = digest_of(events)
@@ -515,8 +499,8 @@ def change_metrics(events: DataFrame | Digest) -> DataFrame:
         _tally(group_requests(events), windows,
                {"broker_requests_per_change": ("coordinator_request", "rocketmq_request", "tubemq_request")},
                until_converged=("broker_requests_per_change",)),
-        in_window(_after_loss(ce.where(commit_outcome("accepted")), intervals), windows).groupBy(*KEYS).agg(
-            F.count(F.lit(1)).alias("zombie_commits_accepted")),
+        in_window(after_loss(ce.where(commit_outcome("accepted")), intervals), windows).groupBy(*KEYS).agg(
+            F.sum("times").alias("zombie_commits_accepted")),
         in_window(lost, windows).groupBy(*KEYS).agg(F.sum("times").alias("processed_after_loss")),
         _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
         _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(d))), windows,
