@@ -60,12 +60,20 @@ def test_a_kafka_python_and_a_librdkafka_member_share_the_group_process_everythi
     assert revoked  # eager range: kafka-python revoked everything before taking librdkafka's share
     # each client's `assigned` carries the generation it holds (kafka-python's own, librdkafka's group metadata):
     # one the coordinator gave that member in a SyncGroup answer
-    synced = {(e["member"], e["generation"]) for b in cluster.brokers
-              for e in trace_events(cluster.dir, f"broker-{b}", "coordinator_request")
-              if e["f"]["api"] == "SyncGroup" and e["error"] == "NONE"}
-    for actor in ("kp", "rd"):
-        adopted = {(e["member"], e["generation"]) for e in trace_events(cluster.dir, actor, "assigned")}
-        assert adopted and adopted <= synced, (actor, adopted, synced)
+    # the brokers keep running and write their traces every 0.2 s (`lab_cluster/trace.py`): wait for the last
+    # SyncGroup answers to be on disk before comparing
+    def synced() -> set:
+        return {(e["member"], e["generation"]) for b in cluster.brokers
+                for e in trace_events(cluster.dir, f"broker-{b}", "coordinator_request")
+                if e["f"]["api"] == "SyncGroup" and e["error"] == "NONE"}
+    adopted = {actor: {(e["member"], e["generation"]) for e in trace_events(cluster.dir, actor, "assigned")}
+               for actor in ("kp", "rd")}
+    assert adopted["kp"] and adopted["rd"]
+    try:
+        wait_for(lambda: adopted["kp"] | adopted["rd"] <= synced(), timeout_s=10,
+                 what="the brokers' traces to hold every SyncGroup answer the clients adopted")
+    except AssertionError:
+        raise AssertionError(("adopted generations no SyncGroup answer gave", adopted, synced())) from None
 
 
 def test_a_setting_kafka_python_does_not_take_is_refused_before_anything_starts():
