@@ -66,6 +66,13 @@ def configure(props: dict[str, str], actor: str) -> dict:
     return out
 
 
+def session_timeout_ms(config: dict) -> int:
+    """The session timeout a kafka-python member asks for: its setting, or KafkaConsumer's default."""
+    from kafka import KafkaConsumer
+
+    return config.get("session_timeout_ms", KafkaConsumer.DEFAULT_CONFIG["session_timeout_ms"])
+
+
 class KafkaPythonMember(RealClientMember):
     library = "kafka-python"
 

@@ -58,6 +58,23 @@ def configure(props: dict[str, str], actor: str) -> dict:
     return {"client.id": actor, "log_level": 4, **props, PROCESSING_MS: processing_ms}
 
 
+#: librdkafka's `session.timeout.ms` default (CONFIGURATION.md, since 1.9), and Kafka's
+#: `group.consumer.session.timeout.ms` default: the coordinator's under KIP-848
+DEFAULT_SESSION_TIMEOUT_MS = 45000
+
+
+def session_timeout_ms(config: dict) -> int:
+    """The member's session timeout: its setting or librdkafka's default; under KIP-848 the coordinator's default
+    (a member does not know the brokers' settings).
+
+    >>> session_timeout_ms({"session.timeout.ms": "6000"}), session_timeout_ms({"group.protocol": "consumer"})
+    (6000, 45000)
+    """
+    if config.get("group.protocol") == "consumer":
+        return DEFAULT_SESSION_TIMEOUT_MS
+    return int(config.get("session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
+
+
 class LibrdkafkaMember(RealClientMember):
     library = "librdkafka"
 

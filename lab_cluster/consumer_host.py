@@ -5,7 +5,9 @@ A `Family` (`lab_cluster/family.py`) says how to configure one member
 stops nothing half-way) and how to build it (`build`); the host gives each
 member its trace (`<trial_dir>/traces/<actor>.jsonl`), starts them, and stops
 them all at once, so that the group sees one departure rather than a
-rebalance per leaver.
+rebalance per leaver. It also measures itself, how late its threads ran and
+what CPU it took, into its own trace (`<name>.host`, `host_health.py`), so a
+trial can tell the lab's overhead from the design's.
 
 In-process, the members are threads: the CLI's `consumers` command. As its
 own process, a host with `--count 1` is a consumer that a fault can pause or
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from .errors import LabError
 from .family import Family, GroupMember
+from .host_health import HealthProbe, host_actor
 from .processes import add_owner_argument, emit_line, serve_until_terminated
 from .trace import TraceRecorder
 
@@ -55,6 +58,10 @@ class ConsumerHost:
         configs = [family.configure(props, actor) for actor in actors]  # validate before starting anything
         self.members: list[GroupMember] = []
         self.traces: list[TraceRecorder] = []
+        # the host measures itself from the start (`host_health.py`), judged by its members' shortest timeout
+        health_trace = TraceRecorder(trial_dir, trial=trial, design=family.name, actor=host_actor(name))
+        self.traces.append(health_trace)
+        self.health = HealthProbe(health_trace, name, min(family.session_timeout_ms(c) for c in configs))
         for actor, config in zip(actors, configs, strict=True):
             trace = TraceRecorder(trial_dir, trial=trial, design=family.name, actor=actor)
             self.traces.append(trace)
@@ -62,6 +69,7 @@ class ConsumerHost:
             self.members.append(family.build(config, topics, trace, actor, callback))
 
     def start(self) -> ConsumerHost:
+        self.health.start()
         for member in self.members:
             member.start()
         return self
@@ -72,6 +80,7 @@ class ConsumerHost:
             t.start()
         for t in stoppers:
             t.join()
+        self.health.stop()
         for trace in self.traces:
             trace.close()
 

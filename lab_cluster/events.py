@@ -156,6 +156,10 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("zk_server_counters", ("index", "at", "counters"), "every ZooKeeper server's `mntr` around a change"),
     EventKind("end", (), "the scenario ended"),
     EventKind("fault", ("action", "target"), "a fault was injected or lifted (`faults.py`)"),
+    # -- every consumer host -----------------------------------------------------------------------------
+    EventKind("host_health", ("host", "window_s", "late_ms_max", "cpu_share", "session_timeout_ms"),
+              "a consumer host measured itself over one window: how late its threads woke, its CPU, its "
+              "ZooKeeper clients' pings (`host_health.py`)"),
 )
 
 

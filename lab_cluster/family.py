@@ -74,6 +74,11 @@ class Family:
     #: members a change needs (TubeMQ's server balance): the runner then waits for the planner's fixpoint
     #: instead, every partition held once and the loads even (`experiments/engine/group_watch.py`)
     every_member_rebalances: bool = True
+    #: config -> how long, in ms, the group waits for a silent member before it declares it gone (its liveness
+    #: timeout: a ZooKeeper session's, a coordinator's session, a broker's channel expiry), as this member's
+    #: config or the server's default the lab runs with says. Every host judges itself against it
+    #: (`lab_cluster/host_health.py`: late by more than a third of it, a host was starved). Required.
+    session_timeout_ms: Callable[[Any], float] | None = None
 
     def __post_init__(self):
         if self.address not in ("zk", "bootstrap", "kafka_bootstrap") \
@@ -81,6 +86,9 @@ class Family:
                 or self.computes not in ("member", "leader", "coordinator"):
             raise ValueError(f"family {self.name}: address must be zk, bootstrap or kafka_bootstrap, victim_link zk, "
                              "coordinator, brokers or none, computes member, leader or coordinator")
+        if self.session_timeout_ms is None:
+            raise ValueError(f"family {self.name}: say how long its group waits for a silent member "
+                             "(session_timeout_ms)")
         if self.victim_link == "coordinator" and self.find_coordinator is None:
             raise ValueError(f"family {self.name}: a coordinator victim link needs find_coordinator")
         if self.victim_link not in ("zk", "none") and not self.via_config:

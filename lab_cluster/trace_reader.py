@@ -110,13 +110,17 @@ class Completeness:
 
 
 def unclosed_traces(df: DataFrame) -> DataFrame:
-    """(trial, actor, killed): every trace opened and never closed, and whether a kill of its actor was recorded."""
+    """(trial, actor, killed): every trace opened and never closed, and whether a kill of its actor was recorded.
+
+    A host's own trace (`<name>.host`, `host_health.host_actor`) dies with the host `<name>` a kill targets."""
     opened = df.where(F.col("kind") == "trace_open").select("trial", "actor").distinct()
     closed = df.where(F.col("kind") == "trace_close").select("trial", "actor").distinct()
     killed = (df.where((F.col("kind") == "fault") & (F.get_json_object("fields", "$.action") == "kill"))
-              .select("trial", F.get_json_object("fields", "$.target").alias("actor")).distinct()
+              .select("trial", F.get_json_object("fields", "$.target").alias("process")).distinct()
               .withColumn("killed", F.lit(True)))
-    return (opened.join(closed, ["trial", "actor"], "left_anti").join(killed, ["trial", "actor"], "left")
+    unclosed = (opened.join(closed, ["trial", "actor"], "left_anti")
+                .withColumn("process", F.regexp_replace("actor", r"\.host$", "")))
+    return (unclosed.join(killed, ["trial", "process"], "left").drop("process")
             .fillna(False, subset=["killed"]))
 
 

@@ -18,4 +18,5 @@ FAMILY = Family(
     build=lambda config, topics, trace, actor, on_change: LegacyConsumer(config, topics, trace, on_change=on_change),
     computes="member", settled_state="consuming", victim_link="zk",
     stops_by="fetchers stopped, committed, session closed (0.8's shutdown)",
-    from_beginning={"auto.offset.reset": "smallest"})
+    from_beginning={"auto.offset.reset": "smallest"},
+    session_timeout_ms=lambda config: config.zookeeper_session_timeout_ms)

@@ -91,6 +91,7 @@ from kazoo.protocol.states import KazooState
 from lab_cluster.broker import zk_layout as L
 from lab_cluster.broker.client import find_leader
 from lab_cluster.family import MemberSnapshot
+from lab_cluster.host_health import kazoo_logger
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient, WireError
 
@@ -140,7 +141,8 @@ class LegacyConsumer:
         self._suspended = False
         self._expired = False
         session_s = config.zookeeper_session_timeout_ms / 1000
-        self.kazoo = KazooClient(hosts=config.zookeeper_connect, timeout=session_s)
+        # kazoo's logger, metered: the host reports how this session's pings went (`lab_cluster/host_health.py`)
+        self.kazoo = KazooClient(hosts=config.zookeeper_connect, timeout=session_s, logger=kazoo_logger())
         self.zk = TracedZk(self.kazoo, trace, self._give_up)
         self.events = EventThread(self.consumer_id[-8:], trace)
         self.watches = GroupWatches(self.zk, self.events, trace, self._rebalance_event_triggered)

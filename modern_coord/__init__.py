@@ -15,6 +15,7 @@ from lab_cluster.family import Family
 
 from .config import ConsumerConfig
 from .consumer import ModernConsumer
+from .coordinator.coordinator import CoordinatorConfig
 from .kip848_consumer import Kip848Consumer
 from .lookup import wait_for_coordinator
 
@@ -23,6 +24,14 @@ def build_consumer(config: ConsumerConfig, topics, trace, actor, on_change):
     """The consumer `config.group_protocol` asks for: classic (`ModernConsumer`) or KIP-848's (`Kip848Consumer`)."""
     consumer_class = Kip848Consumer if config.uses_consumer_protocol else ModernConsumer
     return consumer_class(config, topics, trace, name=actor, on_change=on_change)
+
+
+def session_timeout_ms(config: ConsumerConfig) -> int:
+    """The classic protocol's session.timeout.ms, the member's own; KIP-848's is the coordinator's
+    (`group.consumer.session.timeout.ms`), which the lab's brokers keep at Kafka's default unless a trial's
+    broker settings change it, and a member does not know them: the default is what a host is judged by."""
+    return CoordinatorConfig.group_consumer_session_timeout_ms if config.uses_consumer_protocol \
+        else config.session_timeout_ms
 
 
 FAMILY = Family(
@@ -37,4 +46,5 @@ FAMILY = Family(
     # every broker hosts a coordinator, with Kafka's own defaults (`coordinator/service.py`)
     broker_plugin="modern_coord.coordinator.service:install",
     find_coordinator=lambda brokers, group: wait_for_coordinator(brokers, group, client_id="scenario")[1:],
-    from_beginning={"auto.offset.reset": "earliest"}, via_config="lab.coordinator.via")
+    from_beginning={"auto.offset.reset": "earliest"}, via_config="lab.coordinator.via",
+    session_timeout_ms=session_timeout_ms)

@@ -37,6 +37,7 @@ connection all the time.
 
 from lab_cluster.family import Family
 
+from .broker.consumer_manager import CHANNEL_EXPIRED_TIMEOUT_MS
 from .config import ClientConfig
 from .consumer import PushConsumer
 
@@ -59,4 +60,6 @@ FAMILY = Family(
     stops_by="offsets persisted, UNREGISTER_CLIENT sent to every broker (RocketMQ's shutdown)",
     # every broker hosts the consumer table, offsets and locks (`broker/service.py`)
     broker_plugin="rocketmq_client.broker.service:install",
-    from_beginning={"consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via")
+    from_beginning={"consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via",
+    # a broker drops a channel silent this long (`ConsumerManager.CHANNEL_EXPIRED_TIMEOUT`)
+    session_timeout_ms=lambda config: CHANNEL_EXPIRED_TIMEOUT_MS)

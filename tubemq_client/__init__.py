@@ -27,6 +27,7 @@ from lab_cluster.family import Family
 
 from .config import ConsumerConfig
 from .consumer import BalancingNode
+from .master.groups import CONSUMER_HEARTBEAT_TIMEOUT_MS
 
 
 def _configure(props: dict[str, str], actor: str) -> ConsumerConfig:
@@ -53,4 +54,6 @@ FAMILY = Family(
     stops_by="every partition unregistered at its broker, then the master told (TubeMQ's shutdown)",
     broker_plugin="tubemq_client.service:install",
     from_beginning={"consumePosition": "CONSUMER_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via",
-    group_size_config="sourceCount")
+    group_size_config="sourceCount",
+    # the master removes a node silent this long, and a broker releases its registrations
+    session_timeout_ms=lambda config: CONSUMER_HEARTBEAT_TIMEOUT_MS)

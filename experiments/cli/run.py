@@ -162,7 +162,7 @@ def _print_table(console: Console, summary) -> None:
     console.print(table)
     failed = summary[summary.status != "ok"].drop_duplicates("trial")
     for row in failed.itertuples():
-        console.print(f"[red]failed[/] {row.trial}: {row.reason}")
+        console.print(f"[red]{row.status}[/] {row.trial}: {row.reason}")
 
 
 def store_computed(experiments, profile: str, run_uri: str) -> None:
@@ -240,7 +240,8 @@ def _trials_verdict(console: Console, summary) -> int:
     failed = trials[trials.status != "ok"]
     if failed.empty:
         return 0
-    console.print(f"[red]{len(failed)} of {len(trials)} trials failed[/] (first: {failed.trial.iloc[0]}: "
+    console.print(f"[red]{len(failed)} of {len(trials)} trials failed or were invalid[/] "
+                  f"(first: {failed.trial.iloc[0]}: "
                   f"{failed.reason.iloc[0]})")
     return 1
 

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
-from experiments import metrics
+from experiments import metrics, overhead
 from experiments.digest import Digest
 from experiments.engine import store
 from experiments.engine.slots import machine_slot
@@ -74,7 +74,7 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_rea
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
           "client_requests"]
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",
-                   "zk_backend", "zk_version", "trial", "wall_s"]
+                   *overhead.COLUMNS, "zk_backend", "zk_version", "trial", "wall_s"]
 
 
 def _trial_location(run_uri: str, trial: str) -> tuple[Path, str | None]:
@@ -207,7 +207,8 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     try:
         per_change = (metrics.change_metrics(digest)
                       .join(metrics.cross_check(digest), metrics.KEYS, "left").toPandas())
-        per_trial = metrics.trial_metrics(digest).toPandas()
+        per_trial = metrics.trial_metrics(digest).toPandas().merge(
+            overhead.host_overhead(digest).toPandas(), on="trial", how="left")
         configs = consumer_configs(digest.control)
         problems: dict[str, list[str]] = {}
         must_converge = {s.trial_id for s in specs if s.converge_required}
@@ -228,6 +229,12 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
             mask = trials["trial"] == trial
             trials.loc[mask, "status"] = "failed"
             trials.loc[mask, "reason"] = "; ".join(sorted(reasons))
+        # a trial whose hosts the lab itself starved ran, but its figures are not the design's: invalid
+        # (`experiments/overhead.py`); a failed trial stays failed
+        for row in overhead.starved(digest).collect():
+            mask = (trials["trial"] == row.trial) & (trials["status"] == "ok")
+            trials.loc[mask, "status"] = "invalid"
+            trials.loc[mask, "reason"] = row.problem
         env = trials["environment"].fillna("{}").map(json.loads)
         trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
         trials["zk_version"] = env.map(lambda e: e.get("zk_version"))

@@ -131,9 +131,11 @@ def _failures(summary: pd.DataFrame) -> str:
     failed = summary[summary.status != "ok"].drop_duplicates("trial")
     if failed.empty:
         return "## Failed trials\n\nNone: every trial ran to the end, its traces were complete, and it converged."
-    rows = [(r.trial, r.reason) for r in failed.itertuples()]
-    return ("## Failed trials\n\nThese trials are left out of every table and figure above.\n\n"
-            + table(["trial", "why"], rows))
+    rows = [(r.trial, r.status, r.reason) for r in failed.itertuples()]
+    return ("## Failed trials\n\nThese trials are left out of every table and figure above: `failed`, they did not "
+            "run to a complete, converged end; `invalid`, they did, but the lab's own load starved a consumer host "
+            "(`experiments/overhead.py`), so their figures may not be the design's.\n\n"
+            + table(["trial", "status", "why"], rows))
 
 
 def _cross_check(summary: pd.DataFrame) -> str:

@@ -21,6 +21,7 @@ The broker side and the master are the TubeMQ plug-in's (`tubemq_client.service`
 
 from lab_cluster.family import Family
 
+from ..master.balancer import CONSUMER_HEARTBEAT_TIMEOUT_MS
 from .config import ServerBalanceConfig
 from .consumer import ServerBalanceNode
 
@@ -45,4 +46,6 @@ FAMILY = Family(
     broker_plugin="tubemq_client.service:install",
     from_beginning={"consumePosition": "CONSUMER_FROM_FIRST_OFFSET"}, via_config="lab.brokers.via",
     # a tick's plan moves only the consumers whose loads are off: the others hear nothing
-    every_member_rebalances=False)
+    every_member_rebalances=False,
+    # the master's balancer removes a consumer silent this long
+    session_timeout_ms=lambda config: CONSUMER_HEARTBEAT_TIMEOUT_MS)

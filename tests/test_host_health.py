@@ -1,0 +1,115 @@
+"""Every consumer host measures its own overhead (`lab_cluster/host_health.py`), and a trial whose host the lab
+starved is invalid, unless a fault paused it (`experiments/overhead.py`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+from conftest import trace_events, wait_for
+
+from experiments import overhead
+from lab_cluster.host_health import STARVED_FRACTION, PingMeter, _MeteringLogger, host_actor
+from lab_cluster.processes import LabProcess
+from lab_cluster.trace_reader import load_traces
+
+SESSION_MS = 6000
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_meter_reads_kazoos_own_log_lines_and_a_new_connection_starts_its_gaps_afresh():
+    clock, meter = FakeClock(), PingMeter()
+    log = _MeteringLogger(logging.getLogger("test.kazoo"), meter, clock)
+    # what kazoo's ConnectionHandler logs, in its words (kazoo/protocol/connection.py)
+    log.log(5, "Sending request(xid=%s): %s", None, "Connect(...)")  # the connect request: no connection yet
+    clock.now += 0.01
+    log.log(5, "Session created, session_id: %r session_passwd: %s\n    negotiated session timeout: %s\n"
+               "    connect timeout: %s\n    read timeout: %s", 1, "pw", 6000, 6000.0, 4000.0)
+    clock.now += 1.0
+    log.log(10, "Sending request(xid=%s): %s", 1, "GetData(...)")
+    clock.now += 2.5  # quiet for 2.5 s: kazoo meant to ping after 2 s (half of its 4 s read timeout)
+    log.log(5, "Sending request(xid=%s): %s", -2, "Ping()")
+    clock.now += 0.03
+    log.log(5, "Received Ping")
+    assert meter.drain() == {"pings": 1, "ping_rtt_ms_max": 30.0, "ping_late_ms_max": 500.0}
+    log.warning("Connection dropped: %s", "outstanding heartbeat ping not received")
+    clock.now += 9.0  # reconnecting took 9 s: not a late ping
+    log.log(5, "Session created, session_id: %r session_passwd: %s\n    negotiated session timeout: %s\n"
+               "    connect timeout: %s\n    read timeout: %s", 1, "pw", 6000, 6000.0, 4000.0)
+    clock.now += 1.9
+    log.log(5, "Sending request(xid=%s): %s", -2, "Ping()")
+    assert meter.drain() == {"pings": 0, "ping_rtt_ms_max": None, "ping_late_ms_max": 0.0}
+
+
+def _legacy_host(cluster, name: str) -> LabProcess:
+    args = ["--family", "legacy_zk", "--address", cluster.connect, "--group", "g", "--topic", "t", "--count", "1",
+            "--trial-dir", str(cluster.dir), "--name", name, "--config", f"zookeeper.session.timeout.ms={SESSION_MS}"]
+    return LabProcess(name, "lab_cluster.consumer_host", args, cluster.dir / "proc" / f"{name}.log")
+
+
+@pytest.fixture
+def paused_host(cluster):
+    """A ZooKeeper-era host that was stopped (SIGSTOP) for longer than a third of its session timeout and went
+    on; its trial directory, and the pause's start and end (monotonic ns)."""
+    host = _legacy_host(cluster, "c1")
+    try:
+        health = lambda: trace_events(cluster.dir, host_actor("c1"), "host_health")  # noqa: E731
+        wait_for(lambda: any(e["f"]["pings"] for e in health()), timeout_s=30, what="the host to report a ping")
+        starved_for_s = STARVED_FRACTION * SESSION_MS / 1000 + 1.0
+        started = time.monotonic_ns()
+        host.pause()
+        time.sleep(starved_for_s)
+        host.resume()
+        ended = time.monotonic_ns()
+        seen = len(health())
+        wait_for(lambda: len(health()) >= seen + 2, timeout_s=30, what="two more windows after the pause")
+    finally:
+        host.stop()
+    return cluster.dir, started, ended
+
+
+def test_a_host_reports_its_lateness_cpu_and_pings_and_a_pause_shows_as_lateness(paused_host):
+    trial_dir, started, ended = paused_host
+    windows = trace_events(trial_dir, host_actor("c1"), "host_health")
+    assert all(e["f"]["host"] == "c1" and e["f"]["session_timeout_ms"] == SESSION_MS and e["f"]["cpu_share"] >= 0
+               for e in windows)
+    assert sum(e["f"]["pings"] for e in windows) >= 2
+    assert any(e["f"]["ping_rtt_ms_max"] is not None for e in windows)
+    # the window the host woke in after the pause holds it: late by about the pause
+    after = [e for e in windows if e["ts_ns"] >= ended]
+    assert after and max(e["f"]["late_ms_max"] for e in after) > STARVED_FRACTION * SESSION_MS
+    assert max(e["f"]["late_ms_max"] for e in windows if e["ts_ns"] < started) < STARVED_FRACTION * SESSION_MS
+    # the host's trace was closed with it, its last window recorded at the stop
+    kinds = [json.loads(x)["kind"] for x in (trial_dir / "traces" / f"{host_actor('c1')}.jsonl")
+             .read_text().splitlines()]
+    assert kinds[-1] == "trace_close" and kinds[-2] == "host_health"
+
+
+def test_a_host_paused_by_nobody_is_starved_and_a_host_paused_by_a_fault_is_not(spark, paused_host):
+    trial_dir, started, ended = paused_host
+    unexplained = load_traces(spark, trial_dir).where("actor like 'c1%'")
+    problems = overhead.starved(unexplained).collect()
+    assert len(problems) == 1 and "the worst c1" in problems[0].problem, problems
+    row = overhead.host_overhead(unexplained).collect()[0]
+    assert row.hosts == 1 and row.hosts_starved == 1 and row.host_late_ms_max > STARVED_FRACTION * SESSION_MS
+    assert row.zk_ping_rtt_ms_max is not None and row.host_cpu_s > 0
+
+    # the same pause, recorded as a fault (`lab_cluster/faults.py` records `pause` and `resume` so): not judged
+    events = load_traces(spark, trial_dir).where("actor like 'c1%'")
+    faults = spark.createDataFrame(
+        [(started, "adhoc", "scenario", "fault", json.dumps({"action": "pause", "target": "c1"})),
+         (ended, "adhoc", "scenario", "fault", json.dumps({"action": "resume", "target": "c1"}))],
+        "ts_ns long, trial string, actor string, kind string, fields string")
+    explained = events.unionByName(faults, allowMissingColumns=True)
+    assert overhead.starved(explained).collect() == []
+    row = overhead.host_overhead(explained).collect()[0]
+    assert row.hosts_starved == 0 and row.host_late_ms_max < STARVED_FRACTION * SESSION_MS
