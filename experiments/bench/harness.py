@@ -171,7 +171,7 @@ def reproduce_wall_time(run_dir: Path) -> dict:
             "trials": len(ok), "trials_ok": sum(ok.values())}
 
 
-def _keep_before(doc: dict, name: str, figure: dict) -> None:
+def keep_before(doc: dict, name: str, figure: dict) -> None:
     """Put `figure` in `doc[name]`, the one it replaces first in `doc[name + "_before"]` (newest first): a
     change of speed stays on record with the commit that measured each figure."""
     if name in doc:
@@ -193,7 +193,7 @@ def run(args) -> int:
         if not args.skip_reproduce:
             console.print("timing reproduce --profile quick ...")
             run_dir = args.run_dir or work / "run"
-            _keep_before(doc, "reproduce_quick", {**reproduce_wall_time(run_dir), "taken_at": stamp,
+            keep_before(doc, "reproduce_quick", {**reproduce_wall_time(run_dir), "taken_at": stamp,
                                                   "lab_commit": lab_commit()})
             console.print(doc["reproduce_quick"])
         if not args.skip_analysis:
@@ -201,12 +201,12 @@ def run(args) -> int:
             console.print(f"generating {args.events:,} synthetic events and timing the metrics job ...")
             figure = {**analysis_throughput(spark, args.events, work), "taken_at": stamp,
                       "spark": spark.version, "master": spark.sparkContext.master, "lab_commit": lab_commit()}
-            _keep_before(doc, "analysis", figure)
+            keep_before(doc, "analysis", figure)
             console.print(doc["analysis"])
         if args.analyse_run:
             spark = local_session(args.master)
             console.print(f"timing the metrics job on {args.analyse_run} ...")
-            _keep_before(doc, "analysis_of_run", {**analysis_of_run(spark, args.analyse_run, work),
+            keep_before(doc, "analysis_of_run", {**analysis_of_run(spark, args.analyse_run, work),
                                                   "taken_at": stamp, "lab_commit": lab_commit()})
             console.print(doc["analysis_of_run"])
     finally:

@@ -22,6 +22,8 @@ Subcommands (argparse, one module each):
 - `bench coordinator [--out FILE]`: heartbeats/s one coordinator sustains, join-to-Stable time by group size.
 - `bench harness [--events N] [--out FILE]`: wall time of `reproduce --profile quick`, and the metrics job's
   events/s on a synthetic trace of ten million events.
+- `bench group-size [--designs A,B] [--sizes 8,...,256] [--master URL]`: the largest group each design forms here
+  with no trial failed or invalid (its hosts starved), and the lab's own overhead at each N.
 
 A problem the user can fix is printed as one paragraph (no traceback) and the
 exit status is 2.
@@ -39,6 +41,7 @@ from lab_cluster.processes import honour_ctrl_c
 def build_parser() -> argparse.ArgumentParser:
     from experiments.bench import cluster as bench_cluster
     from experiments.bench import coordinator as bench_coordinator
+    from experiments.bench import group_size as bench_group_size
     from experiments.bench import harness as bench_harness
     from experiments.bench import zk as bench_zk
     from experiments.cli import assign, cluster_up, consumers, doctor, spark_up, zk_up
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cluster.add_parser(bench_sub)
     bench_coordinator.add_parser(bench_sub)
     bench_harness.add_parser(bench_sub)
+    bench_group_size.add_parser(bench_sub)
     return parser
 
 

@@ -1,0 +1,108 @@
+"""`bench group-size`: the largest group each design forms on this machine, with the lab's overhead at each N.
+
+For each design, the herd experiment's trial (a stable group of N, a joiner,
+its leave: `experiments/catalogue/herd.py`) at N = `--sizes` in turn, one
+trial at a time, each run and analysed as a run's trials are
+(`harness.run_grid`, `harness.analyse`). A trial counts when it ends `ok`: it
+ran to the end, its traces are complete, every change converged where the
+design converges, and no host was starved by the lab's own load
+(`experiments/overhead.py`: a trial whose host woke later than a third of its
+session timeout is `invalid`). A design's sweep stops at its first trial that
+does not count: a larger group would only be worse.
+
+Per point it writes the trial's status (and why, if not ok), its wall time,
+the join's convergence, and the overhead the hosts measured (how late their
+threads woke, their CPU seconds, the ZooKeeper clients' ping lateness and
+answer time), then per design `largest_valid_n`. `--master` runs the trials on
+a Spark cluster instead of `local[1]` (`python -m experiments spark up` starts
+one on loopback): the same sweep, its trials on a worker. Figures go to `--out`
+(default `benchmarks/group_size.json`) with the machine, after every point, so
+an interrupted sweep keeps what it measured; a design's new sweep keeps the one
+it replaces under `<design>_before`. A benchmark, not a test: nothing here
+asserts a size.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from experiments.bench.harness import keep_before
+from experiments.catalogue import herd
+from experiments.engine.environment import lab_commit, machine
+from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
+
+FIGURES = ("status", "reason", "wall_s", "hosts", "host_late_ms_max", "host_late_ms_mean", "host_cpu_share_max",
+           "host_cpu_s", "zk_ping_late_ms_max", "zk_ping_rtt_ms_max", "hosts_starved")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("group-size", help="the largest group each design forms here, and the lab's overhead per N")
+    p.add_argument("--designs", default=",".join(herd.DESIGNS))
+    p.add_argument("--sizes", default="8,16,32,64,128,256")
+    p.add_argument("--master", default="local[1]", help="Spark master the trials run on (default: local[1])")
+    p.add_argument("--out", default="benchmarks/group_size.json")
+    p.set_defaults(run=run)
+
+
+def measure(spark, design: str, n: int, work: Path) -> dict:
+    """One herd trial of `design` at N = `n`, run and analysed; its figures (`FIGURES`, `join_convergence_ms`)."""
+    from experiments.engine.harness import analyse, run_grid
+
+    specs = herd.grid("quick", designs=(design,), consumers=[n])
+    run_dir = work / f"{design}-n{n}"
+    summary = analyse(spark, str(run_dir), specs, run_grid(spark, specs, str(run_dir)))
+    trial = summary.iloc[0]
+    join = summary[summary.change == "join"]
+    point = {"consumers": n, **{k: _plain(trial.get(k)) for k in FIGURES},
+             "join_convergence_ms": _plain(join.convergence_ms.iloc[0]) if not join.empty else None}
+    return point
+
+
+def _plain(value):
+    """A value JSON can hold: numpy's numbers as Python's, NaN as null."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def run(args) -> int:
+    from lab_cluster.spark import local_session
+
+    console = Console()
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc.update({"benchmark": "group-size", "machine": machine()})
+    sizes = [int(s) for s in args.sizes.split(",")]
+    spark = local_session(args.master)
+    where = "cluster" if spark.sparkContext.master.startswith("spark://") else "local"
+    sweeps = doc.setdefault(where, {})
+    work = make_temp_dir("bench-group-size")
+    try:
+        for design in args.designs.split(","):
+            sweep = {"sizes": sizes, "points": [], "largest_valid_n": None, "master": spark.sparkContext.master,
+                     "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "lab_commit": lab_commit()}
+            keep_before(sweeps, design, sweep)
+            for n in sizes:
+                console.print(f"{design}: N={n} ...")
+                point = measure(spark, design, n, work)
+                sweep["points"].append(point)
+                if point["status"] == "ok":
+                    sweep["largest_valid_n"] = n
+                _write(out, doc)
+                console.print(point)
+                if point["status"] != "ok":
+                    break  # a larger group would only be worse
+    finally:
+        remove_temp_dir(work)
+    _write(out, doc)
+    console.print(f"written to {out}")
+    return 0
+
+
+def _write(out: Path, doc: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
