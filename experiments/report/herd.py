@@ -27,6 +27,11 @@ HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("member_partitions", "the leaver held"), ("unowned_at_end", "unowned at the end")]
 #: the changes of the herd's scenarios: TubeMQ's group has a node depart instead of a joiner leave
 CHANGES = ("join", "leave", "depart")
+#: the lab's own overhead in each herd trial, as its hosts measured it (`experiments/overhead.py`)
+OVERHEAD_TABLE = [("consumers", "N"), ("status", "trial"), ("hosts", "host processes"),
+                  ("host_late_ms_max", "threads late, ms (max)"), ("host_cpu_share_max", "host CPU share (max)"),
+                  ("host_cpu_s", "hosts' CPU s"), ("zk_ping_late_ms_max", "ZK pings late, ms (max)"),
+                  ("zk_ping_rtt_ms_max", "ZK ping answer, ms (max)"), ("wall_s", "trial wall s")]
 HERD_FIGURES = [("notifications_per_change", "notifications to consumers (ZooKeeper watches, broker pushes)", "symlog"),
                 ("zk_requests_per_change", "ZooKeeper requests by consumers", "symlog"),
                 ("control_messages_per_change", "control messages (notifications + ZK and group requests)", "log"),
@@ -60,6 +65,7 @@ def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
             tables.append(f"**{STYLE[design][1]}, {change}**\n\n" + table(
                 [label for _, label in HERD_TABLE], rows[[c for c, _ in HERD_TABLE]].itertuples(index=False)))
     figure = _herd_figure(ok, figures / "herd.png")
+    overhead_rows = _overhead_rows(summary)
     checked = herd.findings(summary)
     return f"""## Herd: {herd.QUESTION}
 
@@ -81,6 +87,16 @@ produced message is one a consumer must process):
 
 {chr(10).join(t + chr(10) for t in tables)}
 ![herd: cost of one change against N]({figure.relative_to(root).as_posix()})
+
+**The lab's own overhead** in each trial, as its consumer hosts measured it
+(`lab_cluster/host_health.py`): how late their threads woke, the CPU they took,
+and the ZooKeeper-era sessions' pings, on this machine
+({env.get('machine', {}).get('cpus', '?')} CPUs, {env.get('machine', {}).get('cpu', '?')}). A trial whose host
+woke later than a third of its session timeout is `invalid` and left out of the results above: its
+figures would be the lab's, not the design's (`experiments/overhead.py`).
+
+{table(["design", *(label for _, label in OVERHEAD_TABLE)], overhead_rows) if overhead_rows else
+ "(this run's traces have no host measurements: recorded by an older lab)"}
 
 **The finding, checked on these results** (`experiments/catalogue/herd.py: findings`):
 
@@ -141,6 +157,17 @@ decides, not a count): as N nears P some nodes get several partitions and
 others none, so a departing node may hold nothing ("the leaver held").
 
 **Reproduce:** `python -m experiments run herd --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+
+
+def _overhead_rows(summary: pd.DataFrame) -> list[tuple]:
+    """One row per herd trial that has host measurements: design and the `OVERHEAD_TABLE` columns."""
+    trials = summary[summary.experiment == herd.NAME].drop_duplicates("trial")
+    if "hosts" not in trials or trials.hosts.isna().all():
+        return []
+    order = {design: i for i, design in enumerate(STYLE)}
+    trials = trials.assign(order=trials.design.map(order)).sort_values(["order", "consumers"])
+    return [(STYLE[r.design][1] if r.design in STYLE else r.design, *(getattr(r, c) for c, _ in OVERHEAD_TABLE))
+            for r in trials.itertuples()]
 
 
 def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:

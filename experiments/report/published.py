@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.overhead import COLUMNS as OVERHEAD_COLUMNS
 from lab_cluster.errors import LabError
 
 #: the lab's checkout: where REPORT.md and report/ are committed
@@ -61,7 +62,9 @@ def published_summary() -> pd.DataFrame | None:
 #: them read: a summary written before them gets them empty (`with_added_columns`) instead of being refused as older
 ADDED_LATER = ("unowned_at_end", "member_partitions", "partitions_moved", "partitions_spread", "members_revoking",
                "partitions_revoked", "generations", "unprocessed_partition_s", "processing_resumed_ms",
-               "members_fenced", "requests_fenced")
+               "members_fenced", "requests_fenced",
+               # what the consumer hosts measured of themselves (`experiments/overhead.py`): no finding reads them
+               *OVERHEAD_COLUMNS)
 
 
 def published_computed() -> dict[str, dict[str, pd.DataFrame]]:
