@@ -21,8 +21,8 @@ Per trial (`host_overhead`):
 A trial with a starved host is invalid (`starved`): a session that expired
 there may have expired for the lab's sake, so its figures are not the design's
 (`harness.analyse` marks it, and the report leaves it out). Windows that
-overlap a `pause` of the host (from the fault to its `resume`, or to the end if
-there was none) are not judged: a paused host is late because the experiment
+overlap a `pause` of the host's process (the fault's `pid`; from the fault to
+its `resume`, or to the end if there was none) are not judged: a paused host is late because the experiment
 paused it.
 """
 
@@ -42,19 +42,20 @@ def health_windows(control: DataFrame) -> DataFrame:
     """trial, host, start_ns, ts_ns and the figures of every `host_health` window, with `paused`: whether a
     fault paused that host during it."""
     windows = control.where(F.col("kind") == HEALTH).select(
-        "trial", field("host").alias("host"), "ts_ns",
+        "trial", field("host").alias("host"), field("pid").alias("pid"), "ts_ns",
         (F.col("ts_ns") - (field("window_s").cast("double") * NS_PER_S).cast("long")).alias("start_ns"),
         *[field(name).cast("double").alias(name) for name in (
             "late_ms_max", "late_ms_mean", "cpu_share", "window_s", "session_timeout_ms", "ping_late_ms_max",
             "ping_rtt_ms_max")])
-    faults = control.where(F.col("kind") == "fault").select("trial", field("target").alias("host"), "ts_ns",
+    # a fault names the process it paused (`consumers-c2`, its `pid`): the host is the process of that pid
+    faults = control.where(F.col("kind") == "fault").select("trial", field("pid").alias("pid"), "ts_ns",
                                                             field("action").alias("action"))
-    pauses = faults.where(F.col("action") == "pause").select("trial", "host", F.col("ts_ns").alias("p_start"))
-    resumes = faults.where(F.col("action") == "resume").select("trial", "host", F.col("ts_ns").alias("r_ts"))
-    paused = (pauses.join(resumes, ["trial", "host"], "left")
+    pauses = faults.where(F.col("action") == "pause").select("trial", "pid", F.col("ts_ns").alias("p_start"))
+    resumes = faults.where(F.col("action") == "resume").select("trial", "pid", F.col("ts_ns").alias("r_ts"))
+    paused = (pauses.join(resumes, ["trial", "pid"], "left")
               .where(F.col("r_ts").isNull() | (F.col("r_ts") >= F.col("p_start")))
-              .groupBy("trial", "host", "p_start").agg(F.min("r_ts").alias("p_stop")))
-    overlapping = (windows.alias("w").join(paused.alias("p"), ["trial", "host"])
+              .groupBy("trial", "pid", "p_start").agg(F.min("r_ts").alias("p_stop")))
+    overlapping = (windows.alias("w").join(paused.alias("p"), ["trial", "pid"])
                    .where((F.col("p_start") < F.col("w.ts_ns"))
                           & (F.col("p_stop").isNull() | (F.col("p_stop") > F.col("w.start_ns"))))
                    .select("trial", "host", "w.ts_ns").distinct().withColumn("paused", F.lit(True)))

@@ -157,7 +157,7 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("end", (), "the scenario ended"),
     EventKind("fault", ("action", "target"), "a fault was injected or lifted (`faults.py`)"),
     # -- every consumer host -----------------------------------------------------------------------------
-    EventKind("host_health", ("host", "window_s", "late_ms_max", "cpu_share", "session_timeout_ms"),
+    EventKind("host_health", ("host", "pid", "window_s", "late_ms_max", "cpu_share", "session_timeout_ms"),
               "a consumer host measured itself over one window: how late its threads woke, its CPU, its "
               "ZooKeeper clients' pings (`host_health.py`)"),
 )

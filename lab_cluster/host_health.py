@@ -17,6 +17,7 @@ records one `host_health` event in the host's own trace (actor `<name>.host`)::
     cpu_share                   the process's CPU seconds (user + system) per second of the window
     threads                     the process's live threads
     session_timeout_ms          the shortest liveness timeout among the host's members (`Family.session_timeout_ms`)
+    pid                         the host's process, as a fault that pauses it names it
     window_s                    the window's length
 
 and, where its members talk to ZooKeeper through kazoo (`kazoo_logger`), how
@@ -240,6 +241,6 @@ class HealthProbe:
         self._record(window, time.monotonic())
 
     def _record(self, window: Window, now: float) -> None:
-        self.trace.record(HEALTH, host=self.host, session_timeout_ms=self.session_timeout_ms,
+        self.trace.record(HEALTH, host=self.host, pid=os.getpid(), session_timeout_ms=self.session_timeout_ms,
                           threads=threading.active_count(), **window.fields(now, process_cpu_s()),
                           **_drain_meters())

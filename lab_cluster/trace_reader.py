@@ -110,17 +110,20 @@ class Completeness:
 
 
 def unclosed_traces(df: DataFrame) -> DataFrame:
-    """(trial, actor, killed): every trace opened and never closed, and whether a kill of its actor was recorded.
-
-    A host's own trace (`<name>.host`, `host_health.host_actor`) dies with the host `<name>` a kill targets."""
-    opened = df.where(F.col("kind") == "trace_open").select("trial", "actor").distinct()
+    """(trial, actor, killed): every trace opened and never closed, and whether a kill of it was recorded: of its
+    actor by name, or of the process that wrote it (the kill's `pid` is the one its `trace_open` recorded: a
+    consumer host's traces, its members' and its own, die with it)."""
+    opened = df.where(F.col("kind") == "trace_open").select("trial", "actor", F.get_json_object("fields", "$.pid")
+                                                            .alias("pid"))
     closed = df.where(F.col("kind") == "trace_close").select("trial", "actor").distinct()
-    killed = (df.where((F.col("kind") == "fault") & (F.get_json_object("fields", "$.action") == "kill"))
-              .select("trial", F.get_json_object("fields", "$.target").alias("process")).distinct()
-              .withColumn("killed", F.lit(True)))
-    unclosed = (opened.join(closed, ["trial", "actor"], "left_anti")
-                .withColumn("process", F.regexp_replace("actor", r"\.host$", "")))
-    return (unclosed.join(killed, ["trial", "process"], "left").drop("process")
+    kills = df.where((F.col("kind") == "fault") & (F.get_json_object("fields", "$.action") == "kill")).select(
+        "trial", F.get_json_object("fields", "$.target").alias("target"),
+        F.get_json_object("fields", "$.pid").alias("kill_pid"))
+    unclosed = opened.join(closed, ["trial", "actor"], "left_anti")
+    killed = (unclosed.join(kills, "trial")
+              .where((F.col("target") == F.col("actor")) | (F.col("kill_pid") == F.col("pid")))
+              .select("trial", "actor").distinct().withColumn("killed", F.lit(True)))
+    return (unclosed.select("trial", "actor").distinct().join(killed, ["trial", "actor"], "left")
             .fillna(False, subset=["killed"]))
 
 

@@ -53,7 +53,8 @@ def test_the_meter_reads_kazoos_own_log_lines_and_a_new_connection_starts_its_ga
 def _legacy_host(cluster, name: str) -> LabProcess:
     args = ["--family", "legacy_zk", "--address", cluster.connect, "--group", "g", "--topic", "t", "--count", "1",
             "--trial-dir", str(cluster.dir), "--name", name, "--config", f"zookeeper.session.timeout.ms={SESSION_MS}"]
-    return LabProcess(name, "lab_cluster.consumer_host", args, cluster.dir / "proc" / f"{name}.log")
+    # named as the trial runner names a host's process (`trial._consumers`): a fault names that
+    return LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", args, cluster.dir / "proc" / f"{name}.log")
 
 
 @pytest.fixture
@@ -74,14 +75,14 @@ def paused_host(cluster):
         wait_for(lambda: len(health()) >= seen + 2, timeout_s=30, what="two more windows after the pause")
     finally:
         host.stop()
-    return cluster.dir, started, ended
+    return cluster.dir, started, ended, host.pid
 
 
 def test_a_host_reports_its_lateness_cpu_and_pings_and_a_pause_shows_as_lateness(paused_host):
-    trial_dir, started, ended = paused_host
+    trial_dir, started, ended, pid = paused_host
     windows = trace_events(trial_dir, host_actor("c1"), "host_health")
     assert all(e["f"]["host"] == "c1" and e["f"]["session_timeout_ms"] == SESSION_MS and e["f"]["cpu_share"] >= 0
-               for e in windows)
+               and e["f"]["pid"] == pid for e in windows)
     assert sum(e["f"]["pings"] for e in windows) >= 2
     assert any(e["f"]["ping_rtt_ms_max"] is not None for e in windows)
     # the window the host woke in after the pause holds it: late by about the pause
@@ -95,7 +96,7 @@ def test_a_host_reports_its_lateness_cpu_and_pings_and_a_pause_shows_as_lateness
 
 
 def test_a_host_paused_by_nobody_is_starved_and_a_host_paused_by_a_fault_is_not(spark, paused_host):
-    trial_dir, started, ended = paused_host
+    trial_dir, started, ended, pid = paused_host
     unexplained = load_traces(spark, trial_dir).where("actor like 'c1%'")
     problems = overhead.starved(unexplained).collect()
     assert len(problems) == 1 and "the worst c1" in problems[0].problem, problems
@@ -103,11 +104,12 @@ def test_a_host_paused_by_nobody_is_starved_and_a_host_paused_by_a_fault_is_not(
     assert row.hosts == 1 and row.hosts_starved == 1 and row.host_late_ms_max > STARVED_FRACTION * SESSION_MS
     assert row.zk_ping_rtt_ms_max is not None and row.host_cpu_s > 0
 
-    # the same pause, recorded as a fault (`lab_cluster/faults.py` records `pause` and `resume` so): not judged
+    # the same pause, recorded as a fault (`lab_cluster/faults.py` records `pause` and `resume` so, naming the
+    # process and its pid): not judged
     events = load_traces(spark, trial_dir).where("actor like 'c1%'")
     faults = spark.createDataFrame(
-        [(started, "adhoc", "scenario", "fault", json.dumps({"action": "pause", "target": "c1"})),
-         (ended, "adhoc", "scenario", "fault", json.dumps({"action": "resume", "target": "c1"}))],
+        [(started, "adhoc", "scenario", "fault", json.dumps({"action": "pause", "target": "consumers-c1", "pid": pid})),
+         (ended, "adhoc", "scenario", "fault", json.dumps({"action": "resume", "target": "consumers-c1", "pid": pid}))],
         "ts_ns long, trial string, actor string, kind string, fields string")
     explained = events.unionByName(faults, allowMissingColumns=True)
     assert overhead.starved(explained).collect() == []

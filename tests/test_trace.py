@@ -142,6 +142,20 @@ class TestReader:
         report = check_complete(load_traces(spark, self._trial(tmp_path, close_consumer=False, killed=True)))
         assert report.complete and report.killed == ["c1"]
 
+    def test_a_kill_of_the_process_explains_every_trace_it_wrote(self, spark, tmp_path):
+        from lab_cluster.trace_reader import check_complete, load_traces
+
+        trial = self._trial(tmp_path, close_consumer=False)
+        host = TraceRecorder(trial, trial="t", design="legacy", actor="c1.host")  # the host's own trace, same pid
+        host.flush()
+        host._closed.set()
+        faults = TraceRecorder(trial, trial="t", design="legacy", actor="runner")
+        # as the trial runner records it: the process's name (not an actor's) and its pid
+        faults.record("fault", action="kill", target="consumers-c1", pid=os.getpid())
+        faults.close()
+        report = check_complete(load_traces(spark, trial))
+        assert report.complete and report.killed == ["c1", "c1.host"]
+
     def test_a_processed_offset_never_produced_is_incomplete(self, spark, tmp_path):
         from lab_cluster.trace_reader import check_complete, load_traces
 
