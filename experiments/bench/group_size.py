@@ -1,7 +1,8 @@
 """`bench group-size`: the largest group each design forms on this machine, with the lab's overhead at each N.
 
 For each design, the herd experiment's trial (a stable group of N, a joiner,
-its leave: `experiments/catalogue/herd.py`) at N = `--sizes` in turn, one
+its leave: `experiments/catalogue/herd.py`, with the partitions and rate of
+its `--profile`) at N = `--sizes` in turn, one
 trial at a time, each run and analysed as a run's trials are
 (`harness.run_grid`, `harness.analyse`). A trial counts when it ends `ok`: it
 ran to the end, its traces are complete, every change converged where the
@@ -43,16 +44,19 @@ def add_parser(sub) -> None:
     p = sub.add_parser("group-size", help="the largest group each design forms here, and the lab's overhead per N")
     p.add_argument("--designs", default=",".join(herd.DESIGNS))
     p.add_argument("--sizes", default="8,16,32,64,128,256")
+    p.add_argument("--profile", default="quick", choices=sorted(herd.PROFILES),
+                   help="the herd profile whose partitions and rate the trials take (default: quick, P=32)")
     p.add_argument("--master", default="local[1]", help="Spark master the trials run on (default: local[1])")
     p.add_argument("--out", default="benchmarks/group_size.json")
     p.set_defaults(run=run)
 
 
-def measure(spark, design: str, n: int, work: Path) -> dict:
-    """One herd trial of `design` at N = `n`, run and analysed; its figures (`FIGURES`, `join_convergence_ms`)."""
+def measure(spark, design: str, n: int, profile: str, work: Path) -> dict:
+    """One herd trial of `design` at N = `n` (the `profile`'s partitions and rate), run and analysed; its figures
+    (`FIGURES`, `join_convergence_ms`)."""
     from experiments.engine.harness import analyse, run_grid
 
-    specs = herd.grid("quick", designs=(design,), consumers=[n])
+    specs = herd.grid(profile, designs=(design,), consumers=[n])
     run_dir = work / f"{design}-n{n}"
     summary = analyse(spark, str(run_dir), specs, run_grid(spark, specs, str(run_dir)))
     trial = summary.iloc[0]
@@ -83,12 +87,13 @@ def run(args) -> int:
     work = make_temp_dir("bench-group-size")
     try:
         for design in args.designs.split(","):
-            sweep = {"sizes": sizes, "points": [], "largest_valid_n": None, "master": spark.sparkContext.master,
+            sweep = {"profile": args.profile, "partitions": herd.PROFILES[args.profile]["partitions"],
+                     "sizes": sizes, "points": [], "largest_valid_n": None, "master": spark.sparkContext.master,
                      "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "lab_commit": lab_commit()}
             keep_before(sweeps, design, sweep)
             for n in sizes:
                 console.print(f"{design}: N={n} ...")
-                point = measure(spark, design, n, work)
+                point = measure(spark, design, n, args.profile, work)
                 sweep["points"].append(point)
                 if point["status"] == "ok":
                     sweep["largest_valid_n"] = n
