@@ -9,8 +9,8 @@ Per trial (`host_overhead`):
 - `host_late_ms_max`: the latest any host's threads woke, in a window it was
   judged (not paused by a fault), and `host_late_ms_mean`, the mean over every
   judged window of every host;
-- `host_cpu_share_max`: the most CPU one host took in a window (1.0: a whole
-  core), and `host_cpu_s`, the CPU seconds all the hosts took together;
+- `host_cpu_share_max`: the most CPU one host took in a full window (1.0: a
+  whole core), and `host_cpu_s`, the CPU seconds all the hosts took together;
 - `zk_ping_late_ms_max`, `zk_ping_rtt_ms_max`: the latest ping (or request) a
   ZooKeeper client sent, and the slowest answer it had (null for designs without
   ZooKeeper clients). A ping's answer time includes the server's queue, which is
@@ -34,6 +34,8 @@ from pyspark.sql import functions as F
 from experiments.digest import NS_PER_S, Digest, digest_of, field
 from lab_cluster.host_health import HEALTH, STARVED_FRACTION
 
+#: a window at least this long (`host_health.HealthProbe` records one a second) is a full one
+FULL_WINDOW_S = 0.5
 COLUMNS = ("hosts", "host_late_ms_max", "host_late_ms_mean", "host_cpu_share_max", "host_cpu_s",
            "zk_ping_late_ms_max", "zk_ping_rtt_ms_max", "hosts_starved")
 
@@ -72,7 +74,9 @@ def host_overhead(events: DataFrame | Digest) -> DataFrame:
     judged = windows.where(~F.col("paused"))
     per_trial = windows.groupBy("trial").agg(
         F.countDistinct("host").alias("hosts"),
-        F.max("cpu_share").alias("host_cpu_share_max"),
+        # a host's last window ends when it stops, often a few ms after the one before: its CPU share, a few
+        # 10 ms clock ticks over those ms, says nothing, so the highest share is taken over full windows
+        F.max(F.when(F.col("window_s") >= FULL_WINDOW_S, F.col("cpu_share"))).alias("host_cpu_share_max"),
         F.round(F.sum(F.col("cpu_share") * F.col("window_s")), 2).alias("host_cpu_s"),
         F.max("ping_rtt_ms_max").alias("zk_ping_rtt_ms_max"))
     judged_per_trial = judged.groupBy("trial").agg(

@@ -14,7 +14,8 @@ does not count: a larger group would only be worse.
 Per point it writes the trial's status (and why, if not ok), its wall time,
 the join's convergence, and the overhead the hosts measured (how late their
 threads woke, their CPU seconds, the ZooKeeper clients' ping lateness and
-answer time), then per design `largest_valid_n`. `--master` runs the trials on
+answer time; for a failed trial too, read from the traces it kept, with
+`starved` saying whether the lab starved it), then per design `largest_valid_n`. `--master` runs the trials on
 a Spark cluster instead of `local[1]` (`python -m experiments spark up` starts
 one on loopback): the same sweep, its trials on a worker. Figures go to `--out`
 (default `benchmarks/group_size.json`) with the machine, after every point, so
@@ -63,7 +64,24 @@ def measure(spark, design: str, n: int, profile: str, work: Path) -> dict:
     join = summary[summary.change == "join"]
     point = {"consumers": n, **{k: _plain(trial.get(k)) for k in FIGURES},
              "join_convergence_ms": _plain(join.convergence_ms.iloc[0]) if not join.empty else None}
+    if trial.status == "failed":  # not analysed as a run's trial; how its hosts fared says whose failure it was
+        point.update(failed_trial_overhead(spark, run_dir / "trials" / trial.trial))
     return point
+
+
+def failed_trial_overhead(spark, trial_dir: Path) -> dict:
+    """The overhead columns of a failed trial, read from the traces it kept, and whether its hosts were starved
+    (`starved`: the problem, or null)."""
+    from experiments import overhead
+    from lab_cluster.trace_reader import COLUMNAR_FILE, TRACE_SCHEMA
+
+    if not (trial_dir / COLUMNAR_FILE).exists():
+        return {}
+    events = spark.read.schema(TRACE_SCHEMA).parquet(str(trial_dir / COLUMNAR_FILE))
+    rows = overhead.host_overhead(events).collect()
+    starved = overhead.starved(events).collect()
+    figures = {k: _plain(v) for k, v in rows[0].asDict().items() if k != "trial"} if rows else {}
+    return {**figures, "starved": starved[0].problem if starved else None}
 
 
 def _plain(value):
