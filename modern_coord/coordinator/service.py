@@ -38,7 +38,6 @@ import threading
 from kazoo.exceptions import NodeExistsError
 
 from lab_cluster.broker import zk_layout as L
-from lab_cluster.broker.admin import create_topic
 from lab_cluster.wire import ErrorCode, WireError
 
 from .coordinator import CoordinatorConfig, GroupCoordinator, OffsetStore, answer
@@ -166,13 +165,19 @@ class CoordinatorService:
         return {"node_id": node_id, "host": host, "port": port, "offsets_partition": partition}
 
     def _create_offsets_topic(self) -> None:
+        """Kafka 0.9's `createGroupMetadataTopic` (AdminUtils.createTopic): the brokers, then the topic's path; if it
+        exists already (this broker's metadata has not caught up yet), nothing is written (TopicExistsException)."""
         zk = self.broker.zk
+        brokers = sorted(int(i) for i in zk.get_children(L.BROKER_IDS))
+        if zk.exists(L.topic_path(OFFSETS_TOPIC)):
+            return
         try:
-            brokers = sorted(int(i) for i in zk.get_children(L.BROKER_IDS))
-            create_topic(zk, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, brokers)
-            self.broker.record("offsets_topic_created", partitions=self.config.offsets_topic_num_partitions)
+            zk.create(L.topic_path(OFFSETS_TOPIC), L.topic_assignment(
+                L.assign_replicas(self.config.offsets_topic_num_partitions, brokers, 3), L.new_topic_id()),
+                makepath=True)
         except NodeExistsError:
-            pass  # another broker created it first
+            return  # another broker created it a moment before
+        self.broker.record("offsets_topic_created", partitions=self.config.offsets_topic_num_partitions)
 
     # -- leadership of offsets partitions --------------------------------------------------
     def _leadership_changed(self, topic: str, partition: int, leads: bool) -> None:
