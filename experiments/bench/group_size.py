@@ -16,7 +16,7 @@ the join's convergence, and the overhead the hosts measured (how late their
 threads woke, their CPU seconds, the ZooKeeper clients' ping lateness and
 answer time; for a failed trial too, read from the traces it kept, with
 `starved` saying whether the lab starved it), then per design `largest_valid_n`. `--master` runs the trials on
-a Spark cluster instead of `local[1]` (`python -m experiments spark up` starts
+a Spark cluster instead of `local[1]` (a fresh session for each point) (`python -m experiments spark up` starts
 one on loopback): the same sweep, its trials on a worker. Figures go to `--out`
 (default `benchmarks/group_size.json`) with the machine, after every point, so
 an interrupted sweep keeps what it measured; a design's new sweep keeps the one
@@ -92,7 +92,7 @@ def _plain(value):
 
 
 def run(args) -> int:
-    from lab_cluster.spark import local_session
+    from lab_cluster.spark import local_session, stop_session
 
     console = Console()
     out = Path(args.out)
@@ -111,7 +111,16 @@ def run(args) -> int:
             keep_before(sweeps, design, sweep)
             for n in sizes:
                 console.print(f"{design}: N={n} ...")
-                point = measure(spark, design, n, args.profile, work)
+                # a fresh Spark session per point: one session's analyses, one after another, ran out of
+                # execution memory at the 23rd (as the tests' one session did: tests/conftest.py)
+                stop_session()
+                spark = local_session(args.master)
+                try:
+                    point = measure(spark, design, n, args.profile, work)
+                except Exception as exc:  # the benchmark's own failure, not the design's: said so, and stop
+                    point = {"consumers": n, "status": "error",
+                             "reason": f"the benchmark could not run or analyse this trial: {type(exc).__name__}: "
+                                       f"{str(exc).splitlines()[0] if str(exc) else ''}"}
                 sweep["points"].append(point)
                 if point["status"] == "ok":
                     sweep["largest_valid_n"] = n
