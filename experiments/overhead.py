@@ -41,8 +41,8 @@ COLUMNS = ("hosts", "host_late_ms_max", "host_late_ms_mean", "host_cpu_share_max
 
 
 def health_windows(control: DataFrame) -> DataFrame:
-    """trial, host, start_ns, ts_ns and the figures of every `host_health` window, with `paused`: whether a
-    fault paused that host during it."""
+    """trial, host, pid, start_ns, ts_ns and the figures of every `host_health` window, with `paused` (a fault
+    paused that host during it), `late_ms` (its threads' or its pings' lateness, the larger) and `starved`."""
     windows = control.where(F.col("kind") == HEALTH).select(
         "trial", field("host").alias("host"), field("pid").alias("pid"), "ts_ns",
         (F.col("ts_ns") - (field("window_s").cast("double") * NS_PER_S).cast("long")).alias("start_ns"),
@@ -63,9 +63,10 @@ def health_windows(control: DataFrame) -> DataFrame:
                    .select("trial", "host", "w.ts_ns").distinct().withColumn("paused", F.lit(True)))
     return (windows.join(overlapping, ["trial", "host", "ts_ns"], "left")
             .fillna(False, subset=["paused"])
-            .withColumn("starved", ~F.col("paused") & (
-                F.greatest("late_ms_max", F.coalesce("ping_late_ms_max", F.lit(0.0)))
-                > F.lit(STARVED_FRACTION) * F.col("session_timeout_ms"))))
+            # how late the host was: its threads' wake-ups or its ZooKeeper clients' sends, whichever more
+            .withColumn("late_ms", F.greatest("late_ms_max", F.coalesce("ping_late_ms_max", F.lit(0.0))))
+            .withColumn("starved", ~F.col("paused")
+                        & (F.col("late_ms") > F.lit(STARVED_FRACTION) * F.col("session_timeout_ms"))))
 
 
 def host_overhead(events: DataFrame | Digest) -> DataFrame:
@@ -90,11 +91,10 @@ def host_overhead(events: DataFrame | Digest) -> DataFrame:
 def starved(events: DataFrame | Digest) -> DataFrame:
     """(trial, problem) for every trial with a starved host, naming the worst one and by how much."""
     windows = health_windows(digest_of(events).control).where(F.col("starved"))
-    late = F.greatest("late_ms_max", F.coalesce("ping_late_ms_max", F.lit(0.0)))
-    worst = (windows.withColumn("late", late)
-             .groupBy("trial").agg(F.countDistinct("host").alias("hosts"),
-                                   F.max_by(F.struct("host", "late", "session_timeout_ms"), "late").alias("w")))
+    worst = windows.groupBy("trial").agg(
+        F.countDistinct("host").alias("hosts"),
+        F.max_by(F.struct("host", "late_ms", "session_timeout_ms"), "late_ms").alias("w"))
     return worst.select("trial", F.format_string(
         "%d host(s) starved by the lab's own load, the worst %s %.0f ms late (more than a third of its %.0f ms "
-        "session timeout): its figures may be the lab's, not the design's", "hosts", "w.host", "w.late",
+        "session timeout): its figures may be the lab's, not the design's", "hosts", "w.host", "w.late_ms",
         "w.session_timeout_ms").alias("problem"))

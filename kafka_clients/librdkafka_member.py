@@ -58,8 +58,7 @@ def configure(props: dict[str, str], actor: str) -> dict:
     return {"client.id": actor, "log_level": 4, **props, PROCESSING_MS: processing_ms}
 
 
-#: librdkafka's `session.timeout.ms` default (CONFIGURATION.md, since 1.9), and Kafka's
-#: `group.consumer.session.timeout.ms` default: the coordinator's under KIP-848
+#: librdkafka's `session.timeout.ms` default (CONFIGURATION.md, since 1.9)
 DEFAULT_SESSION_TIMEOUT_MS = 45000
 
 
@@ -71,7 +70,9 @@ def session_timeout_ms(config: dict) -> int:
     (6000, 45000)
     """
     if config.get("group.protocol") == "consumer":
-        return DEFAULT_SESSION_TIMEOUT_MS
+        from modern_coord.coordinator.coordinator import CoordinatorConfig
+
+        return CoordinatorConfig.group_consumer_session_timeout_ms
     return int(config.get("session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
 
 

@@ -5,7 +5,7 @@ own cost share two cores. When a host process cannot get the CPU, its
 members' pings and heartbeats go out late, and a session may expire for the
 lab's sake, not the design's. So every host measures itself, and a trial
 whose hosts were starved is marked invalid instead of reported
-(`experiments/metrics.py: host_overhead`, `starved`).
+(`experiments/overhead.py`).
 
 Each host process runs one `HealthProbe` thread. It asks to wake every
 `tick_s` (0.1 s) and notes how late it woke: a thread of a starved process
@@ -38,7 +38,7 @@ of the timeout (kazoo above; Kafka's heartbeat.interval.ms is a third of
 session.timeout.ms by default), so a host late by at most another third still
 reaches the server a third of the timeout before it gives up; late by more,
 an expiry may be the lab's doing. Windows in which a fault paused the host
-are not judged: being late is then the experiment (`metrics.starved`).
+are not judged: being late is then the experiment (`experiments/overhead.py`).
 
 The probe's arithmetic (`Window`, `PingMeter`) is I/O-free and takes its
 clock as an argument, so `tests/test_host_health.py` drives it with a fake one.

@@ -15,9 +15,11 @@ Per point it writes the trial's status (and why, if not ok), its wall time,
 the join's convergence, and the overhead the hosts measured (how late their
 threads woke, their CPU seconds, the ZooKeeper clients' ping lateness and
 answer time; for a failed trial too, read from the traces it kept, with
-`starved` saying whether the lab starved it), then per design `largest_valid_n`. `--master` runs the trials on
-a Spark cluster instead of `local[1]` (a fresh session for each point) (`python -m experiments spark up` starts
-one on loopback): the same sweep, its trials on a worker. Figures go to `--out`
+`starved` saying whether the lab starved it), then per design
+`largest_valid_n`. Each point has a Spark session of its own. `--master` runs
+the trials on a Spark cluster instead of `local[1]` (`python -m experiments
+spark up` starts one on loopback): the same sweep, its trials on a worker.
+Figures go to `--out`
 (default `benchmarks/group_size.json`) with the machine, after every point, so
 an interrupted sweep keeps what it measured; a design's new sweep keeps the one
 it replaces under `<design>_before`. A benchmark, not a test: nothing here
@@ -99,28 +101,26 @@ def run(args) -> int:
     doc = json.loads(out.read_text()) if out.exists() else {}
     doc.update({"benchmark": "group-size", "machine": machine()})
     sizes = [int(s) for s in args.sizes.split(",")]
-    spark = local_session(args.master)
-    where = "cluster" if spark.sparkContext.master.startswith("spark://") else "local"
-    sweeps = doc.setdefault(where, {})
+    sweeps = doc.setdefault("cluster" if args.master.startswith("spark://") else "local", {})
     work = make_temp_dir("bench-group-size")
     try:
         for design in args.designs.split(","):
             sweep = {"profile": args.profile, "partitions": herd.PROFILES[args.profile]["partitions"],
-                     "sizes": sizes, "points": [], "largest_valid_n": None, "master": spark.sparkContext.master,
+                     "sizes": sizes, "points": [], "largest_valid_n": None, "master": args.master,
                      "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "lab_commit": lab_commit()}
             keep_before(sweeps, design, sweep)
             for n in sizes:
                 console.print(f"{design}: N={n} ...")
                 # a fresh Spark session per point: one session's analyses, one after another, ran out of
                 # execution memory at the 23rd (as the tests' one session did: tests/conftest.py)
-                stop_session()
-                spark = local_session(args.master)
                 try:
-                    point = measure(spark, design, n, args.profile, work)
+                    point = measure(local_session(args.master), design, n, args.profile, work)
                 except Exception as exc:  # the benchmark's own failure, not the design's: said so, and stop
                     point = {"consumers": n, "status": "error",
                              "reason": f"the benchmark could not run or analyse this trial: {type(exc).__name__}: "
                                        f"{str(exc).splitlines()[0] if str(exc) else ''}"}
+                finally:
+                    stop_session()
                 sweep["points"].append(point)
                 if point["status"] == "ok":
                     sweep["largest_valid_n"] = n

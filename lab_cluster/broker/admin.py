@@ -56,13 +56,21 @@ def create_topic(zk: KazooClient, topic: str, partitions: int, brokers: list[int
     if not brokers:
         raise LabError(f"Topic {topic} cannot be created: no broker is registered.", "Start brokers first.")
     replicas = L.assign_replicas(partitions, brokers, replication_factor)
+    write_topic(zk, topic, replicas)
+    return replicas
+
+
+def write_topic(zk: KazooClient, topic: str, replicas: dict[int, list[int]]) -> bool:
+    """Write a topic's replica assignment; True if this call wrote it, False if it was there already with the
+    same one (its id is then the first writer's); a LabError if it was there with another."""
     try:
         zk.create(L.topic_path(topic), L.topic_assignment(replicas, L.new_topic_id()), makepath=True)
-    except NodeExistsError:  # (its id is the first writer's)
+        return True
+    except NodeExistsError:
         if L.parse_topic_assignment(zk.get(L.topic_path(topic))[0]) != replicas:
             raise LabError(f"Topic {topic} exists already with another assignment.",
                            "Use a new topic name, or a fresh ZooKeeper.") from None
-    return replicas
+        return False
 
 
 def leaders(zk: KazooClient, topic: str) -> dict[int, int]:

@@ -35,9 +35,8 @@ from __future__ import annotations
 import json
 import threading
 
-from kazoo.exceptions import NodeExistsError
-
 from lab_cluster.broker import zk_layout as L
+from lab_cluster.broker.admin import write_topic
 from lab_cluster.wire import ErrorCode, WireError
 
 from .coordinator import CoordinatorConfig, GroupCoordinator, OffsetStore, answer
@@ -171,13 +170,9 @@ class CoordinatorService:
         brokers = sorted(int(i) for i in zk.get_children(L.BROKER_IDS))
         if zk.exists(L.topic_path(OFFSETS_TOPIC)):
             return
-        try:
-            zk.create(L.topic_path(OFFSETS_TOPIC), L.topic_assignment(
-                L.assign_replicas(self.config.offsets_topic_num_partitions, brokers, 3), L.new_topic_id()),
-                makepath=True)
-        except NodeExistsError:
-            return  # another broker created it a moment before
-        self.broker.record("offsets_topic_created", partitions=self.config.offsets_topic_num_partitions)
+        partitions = self.config.offsets_topic_num_partitions
+        if write_topic(zk, OFFSETS_TOPIC, L.assign_replicas(partitions, brokers, 3)):  # else another broker's
+            self.broker.record("offsets_topic_created", partitions=partitions)
 
     # -- leadership of offsets partitions --------------------------------------------------
     def _leadership_changed(self, topic: str, partition: int, leads: bool) -> None:
