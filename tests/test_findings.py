@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
+from experiments.catalogue.herd import _linear_control
 from experiments.engine.families import FAMILIES
 from experiments.engine.finding import Finding, by_id
 from experiments.report import published
@@ -28,3 +30,23 @@ def test_two_findings_with_one_id_are_refused():
     twins = [Finding("legacy-x", "one", True, ""), Finding("legacy-x", "two", False, "")]
     with pytest.raises(ValueError, match="two findings share an id"):
         by_id(twins)
+
+
+def _herd_rows(design: str, per_n: dict[int, tuple[int, int]]) -> pd.DataFrame:
+    """Summary rows of herd leave trials: N -> (control messages in the change, rounds it took)."""
+    return pd.DataFrame([{"experiment": "herd", "design": design, "change": "leave", "status": "ok", "consumers": n,
+                          "control_messages_per_change": control, "generations": rounds}
+                         for n, (control, rounds) in per_n.items()])
+
+
+def test_a_real_clients_linear_control_is_judged_per_round_and_the_labs_consumer_per_change():
+    # kafka-python as a CI run saw it: a second round at N=16 doubles that change's messages, each round linear
+    extra_round = {4: (21, 1), 8: (36, 1), 16: (129, 2)}
+    client = _linear_control(_herd_rows("kafka-python", extra_round), "kafka-python", "client", "leave")
+    assert client.holds, client
+    assert "rounds N=4: 1, N=8: 1, N=16: 2" in client.evidence and "per change N=4: 21" in client.evidence
+    # the lab's own consumer is judged per change: the same figures break its claim
+    assert not _linear_control(_herd_rows("modern", extra_round), "modern", "lab", "leave").holds
+    # a real client whose every round grows faster than N still fails
+    quadratic = {4: (16, 1), 8: (64, 1), 16: (256, 1)}
+    assert not _linear_control(_herd_rows("librdkafka", quadratic), "librdkafka", "client", "leave").holds

@@ -144,13 +144,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                f"{era}, {change}: consumers receive no ZooKeeper notification and make no "
                                "ZooKeeper request", len(quiet) >= 3 and (quiet == 0).all() and (modern_zk == 0).all(),
                                f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
-            control = per_n(summary, design, change, "control_messages_per_change")
-            slope = loglog_slope(control.index, control.values)
-            linear = len(control) >= 3 and slope <= LINEAR_SLOPE_LIMIT
-            out.append(Finding(f"{design}-{change}-linear-control",
-                               f"{era}, {change}: control messages per change grow at most linearly "
-                               f"(log-log slope <= {LINEAR_SLOPE_LIMIT})", linear,
-                               f"{_series(control)}; log-log slope {slope:.2f}"))
+            out.append(_linear_control(summary, design, era, change))
         out.append(_kip848_revokes_only_moving(summary, change))
         # the real Kafka clients on the same coordinator as the lab's `modern` consumer
         out += [_like_the_labs_consumer(summary, design, FAMILIES[design].label, change) for design in REAL_CLIENTS]
@@ -165,6 +159,34 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            f"{_series(after)}"))
     out += _tubemq_findings(summary)
     return of_designs_run(out, summary)
+
+
+def _linear_control(summary: pd.DataFrame, design: str, era: str, change: str) -> Finding:
+    """The coordinator's load per change grows at most linearly with N (the ZooKeeper era's grows as N²).
+
+    A real client is judged per round (its control messages over the generations the change took): the cost of
+    one rebalance is the protocol's, the number of rounds is the client's own timing. kafka-python runs a second
+    round after a leave at some N and not others (the published run: N=4 and N=32; a CI run: N=16, where it
+    tipped the per-change slope to 1.31: N=4: 21, N=8: 36, N=16: 129), and a second round of the same cost
+    doubles that N's count (its cause: `_like_the_labs_consumer`). The evidence shows both figures and the
+    rounds."""
+    control = per_n(summary, design, change, "control_messages_per_change")
+    judged, unit = control, "control messages per change"
+    if design in REAL_CLIENTS:
+        rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.change == change)
+                       & (summary.status == "ok")]
+        rounds = rows.generations.clip(lower=1)
+        judged = (rows.control_messages_per_change / rounds).groupby(rows.consumers).mean().sort_index()
+        unit = "control messages per change and round"
+    slope = loglog_slope(judged.index, judged.values)
+    evidence = f"{_series(control)}; log-log slope {slope:.2f}"
+    if design in REAL_CLIENTS:
+        rounds = per_n(summary, design, change, "generations")
+        evidence = (f"per round {_series(judged)} (log-log slope {slope:.2f}); per change "
+                    f"{_series(control)}; rounds {_series(rounds)}")
+    return Finding(f"{design}-{change}-linear-control",
+                   f"{era}, {change}: {unit} grow at most linearly (log-log slope <= {LINEAR_SLOPE_LIMIT})",
+                   len(judged) >= 3 and slope <= LINEAR_SLOPE_LIMIT, evidence)
 
 
 def _like_the_labs_consumer(summary: pd.DataFrame, design: str, label: str, change: str) -> Finding:
@@ -237,6 +259,7 @@ def _series(s: pd.Series) -> str:
 
 #: 1: the ZooKeeper-era load finding on all requests (a positive quadratic term); 2: on registration reads
 #: (at least (members after)² per change), all requests as evidence; 3: RocketMQ's family, told by every broker;
-#: 4: TubeMQ's family (a refused newcomer, a departed node's share left to nobody); 5: KIP-848's consumer protocol
+#: 4: TubeMQ's family (a refused newcomer, a departed node's share left to nobody); 5: KIP-848's consumer protocol;
+#: 6: a real client's linear-control finding judged per round (`_linear_control`)
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=5)
+                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=6)
