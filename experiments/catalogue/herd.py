@@ -81,6 +81,23 @@ BROKERS = 3
 LINEAR_SLOPE_LIMIT = 1.2
 
 
+#: How long the runner waits for the group to converge, once its hosts start and after each change: 90 s, or
+#: 2 s per member, whichever is longer. It is the lab's patience, not the design's: the ZooKeeper era's
+#: convergence grows faster than N (every member re-reads every registration at each join: 6.2 s for a join at
+#: N=64, 31.9 s at N=128, `benchmarks/group_size.json`), and 90 s failed its group of 256 while every member was
+#: still rebalancing and no host was starved.
+CONVERGE_S_PER_MEMBER = 2.0
+
+
+def converge_limit_s(n: int) -> float:
+    """The runner's convergence limit for a group of `n`.
+
+    >>> converge_limit_s(32), converge_limit_s(256)
+    (90.0, 512.0)
+    """
+    return max(90.0, CONVERGE_S_PER_MEMBER * n)
+
+
 def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
@@ -92,7 +109,8 @@ def _spec(design: str, n: int, partitions: int, rate: float, seed: int) -> Trial
     if design == "tubemq":
         return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, brokers=BROKERS, steps=TUBEMQ_STEPS,
                          layout="spread", converge_required=False, converge_limit_s=TUBEMQ_WATCH_S)
-    return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, brokers=BROKERS)
+    return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, brokers=BROKERS,
+                     converge_limit_s=converge_limit_s(n))
 
 
 def loglog_slope(ns, values) -> float:
@@ -264,6 +282,7 @@ def _series(s: pd.Series) -> str:
 #: 1: the ZooKeeper-era load finding on all requests (a positive quadratic term); 2: on registration reads
 #: (at least (members after)² per change), all requests as evidence; 3: RocketMQ's family, told by every broker;
 #: 4: TubeMQ's family (a refused newcomer, a departed node's share left to nobody); 5: KIP-848's consumer protocol;
-#: 6: a real client's linear-control finding judged per round (`_linear_control`)
+#: 6: a real client's linear-control finding judged per round (`_linear_control`); the convergence limit grows
+#: with N (`converge_limit_s`)
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
                         section="experiments.report.herd:herd_section", keeps_timelines=False, version=6)
