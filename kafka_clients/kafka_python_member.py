@@ -6,6 +6,12 @@ own default; `partition.assignment.strategy` names kafka-python's assignor
 classes. A key kafka-python does not know is a clear error before anything
 starts.
 
+The member polls every 100 ms. kafka-python 3.0.12 then sometimes runs a
+rebalance round more than it needs: a join that completes between two polls
+is thrown away and a new JoinGroup sent (its `join_group_async`), and the
+leader's new JoinGroup starts a round; `experiments/catalogue/herd.py`
+(`_like_the_labs_consumer`) has what a trace showed of it.
+
     >>> config = configure({"bootstrap.servers": "127.0.0.1:9093", "group.id": "g", "session.timeout.ms": "6000",
     ...                     "partition.assignment.strategy": "cooperative-sticky"}, "c1")
     >>> config["session_timeout_ms"], config["client_id"], [a.name for a in config["partition_assignment_strategy"]]

@@ -186,8 +186,8 @@ def _linear_control(summary: pd.DataFrame, design: str, era: str, change: str) -
     one rebalance is the protocol's, the number of rounds is the client's own timing. kafka-python runs a second
     round after a leave at some N and not others (the published run: N=4 and N=32; a CI run: N=16, where it
     tipped the per-change slope to 1.31: N=4: 21, N=8: 36, N=16: 129), and a second round of the same cost
-    doubles that N's count (its cause: `_like_the_labs_consumer`). The evidence shows both figures and the
-    rounds."""
+    doubles that N's count (its cause, a kafka-python race: `_like_the_labs_consumer`). The evidence shows both
+    figures and the rounds."""
     control = per_n(summary, design, change, "control_messages_per_change")
     judged, unit = control, "control messages per change"
     if design in REAL_CLIENTS:
@@ -210,13 +210,16 @@ def _linear_control(summary: pd.DataFrame, design: str, era: str, change: str) -
 def _like_the_labs_consumer(summary: pd.DataFrame, design: str, label: str, change: str) -> Finding:
     """A real client and the lab's consumer (`modern`) on the same coordinator: the same eager stop at every N.
 
-    The rounds are shown beside it, not required equal: kafka-python has been seen to run one or more rounds more
-    than the lab's consumer, a member rejoining just after a round completed (the coordinator's `group_state`
-    says which: "member ... rejoined"). In one such trial (N=32, a join, 4 rounds) it was the leader each time,
-    20-70 ms after the answer to the Metadata request kafka-python's leader sends once it has assigned (it
-    rejoins if the partitions it assigned from differ from the metadata it then sees, `need_rejoin`); the
-    brokers' answers agree with each other, and the cause is not yet proven (kafka-python's debug log, which
-    says it, changed the timing enough that 6 trials ran one round each)."""
+    The rounds are shown beside it, not required equal: kafka-python runs rounds more than the lab's consumer
+    now and then, its leader rejoining just after a round completed (the coordinator's `group_state`: "member
+    ... rejoined"). The cause is kafka-python's own (3.0.12, `coordinator/base.py: join_group_async`): a `poll()`
+    whose timeout ends while JoinGroup is held leaves the join task running, and if that task completes before
+    the next `poll()`, the next one finds it done and starts a new JoinGroup instead of taking its result (`if
+    self._join_task is None or self._join_task.is_done`). A follower's JoinGroup in Stable is answered with the
+    current generation; the leader's starts a round (Kafka's rule, `modern_coord/coordinator/coordinator.py`).
+    Seen in a trial (N=32, a join, 4 rounds): the leader revoked once, sent JoinGroup and SyncGroup at
+    generations 2, 3, 4 and 5, and was assigned only at 5, so rounds 2 to 4 completed and were thrown away. The
+    lab's member polls every 100 ms (`kafka_clients/kafka_python_member.py`), which makes the window frequent."""
     theirs = {m: per_n(summary, design, change, m) for m in ("generations", "members_revoking")}
     ours = {m: per_n(summary, "modern", change, m) for m in ("generations", "members_revoking")}
     common = [n for n in theirs["members_revoking"].index if n in ours["members_revoking"].index]
