@@ -475,3 +475,48 @@ def test_a_consumer_group_heartbeat_v0_lets_the_coordinator_make_the_member_id(c
     response, _ = entity_reader(ConsumerGroupHeartbeatResponse)(memoryview(frame), 5)
     assert int(response.error_code) == 0 and response.member_id and response.member_epoch == 1
     assert sorted(p for tp in response.assignment.topic_partitions for p in tp.partitions) == list(range(PARTITIONS))
+
+
+def test_kafka_python_throws_away_a_join_that_completed_between_two_polls_and_its_leader_starts_a_round(cluster):
+    """kafka-python 3.0.12's race behind its extra rounds (`experiments/catalogue/herd.py`, `_like_the_labs_consumer`).
+
+    The leader `a` polls with a 1 ms timeout until a poll returns with its JoinGroup still in flight, then stops
+    polling while the join and sync complete on kafka-python's IO thread. Its next poll finds the join task done
+    and sends a new JoinGroup instead of taking the result: never assigned in that generation, and the
+    coordinator, seeing its leader rejoin a Stable group, starts another round."""
+    import threading
+
+    a = kp_consumer(cluster, "race", "a")
+    wait_for(lambda: a.poll(timeout_ms=100) is not None and a.assignment() == {TopicPartition(*tp) for tp in ALL},
+             what="a alone to own every partition")
+    coordinator = a._coordinator  # kafka-python's ConsumerCoordinator: no public view of its join in flight
+    first = coordinator._generation.generation_id
+    b = kp_consumer(cluster, "race", "b")
+    stop = threading.Event()
+
+    def poll_b() -> None:
+        while not stop.is_set():
+            b.poll(timeout_ms=100)
+    poller = threading.Thread(target=poll_b)
+    poller.start()
+    try:
+        # a hears of b's join from its heartbeat; its JoinGroup goes out and the 1 ms poll returns before the answer
+        wait_for(lambda: a.poll(timeout_ms=1) is not None and coordinator._join_task is not None, timeout_s=30,
+                 what="a poll of a's that returned with its JoinGroup in flight")
+        task = coordinator._join_task
+        wait_for(lambda: task.is_done, timeout_s=30, what="a's join and sync to complete with no poll running")
+        assert task.exception is None
+        joined = coordinator._generation.generation_id
+        assert joined == first + 1
+        for _ in range(50):  # the next polls: a new JoinGroup, and, a being the leader, a new round
+            a.poll(timeout_ms=100)
+    finally:
+        stop.set()
+        poller.join()
+
+    def leader_rejoined() -> list[dict]:
+        return [e for b_ in cluster.brokers for e in trace_events(cluster.dir, f"broker-{b_}", "group_state")
+                if e["f"].get("group") == "race" and e["f"].get("from") == "Stable"
+                and e["f"].get("reason", "").startswith("member a-") and e["f"]["reason"].endswith("rejoined")]
+    wait_for(lambda: leader_rejoined(), timeout_s=30, what="the coordinator's new round on a's rejoin")
+    assert coordinator._generation.generation_id > joined  # the generation a joined was never taken up
