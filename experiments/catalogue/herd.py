@@ -129,10 +129,13 @@ def quadratic_term(ns, values) -> float:
     return float(np.polyfit(np.asarray(ns, float), np.asarray(values, float), 2)[0])
 
 
-def per_n(summary: pd.DataFrame, design: str, change: str, metric: str) -> pd.Series:
-    rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.change == change)
+def _ok_rows(summary: pd.DataFrame, design: str, change: str) -> pd.DataFrame:
+    return summary[(summary.experiment == NAME) & (summary.design == design) & (summary.change == change)
                    & (summary.status == "ok")]
-    return rows.groupby("consumers")[metric].mean().sort_index()
+
+
+def per_n(summary: pd.DataFrame, design: str, change: str, metric: str) -> pd.Series:
+    return _ok_rows(summary, design, change).groupby("consumers")[metric].mean().sort_index()
 
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
@@ -191,17 +194,15 @@ def _linear_control(summary: pd.DataFrame, design: str, era: str, change: str) -
     control = per_n(summary, design, change, "control_messages_per_change")
     judged, unit = control, "control messages per change"
     if design in REAL_CLIENTS:
-        rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.change == change)
-                       & (summary.status == "ok")]
-        rounds = rows.generations.clip(lower=1)
-        judged = (rows.control_messages_per_change / rounds).groupby(rows.consumers).mean().sort_index()
+        rows = _ok_rows(summary, design, change)
+        judged = ((rows.control_messages_per_change / rows.generations.clip(lower=1))
+                  .groupby(rows.consumers).mean().sort_index())
         unit = "control messages per change and round"
     slope = loglog_slope(judged.index, judged.values)
     evidence = f"{_series(control)}; log-log slope {slope:.2f}"
     if design in REAL_CLIENTS:
-        rounds = per_n(summary, design, change, "generations")
-        evidence = (f"per round {_series(judged)} (log-log slope {slope:.2f}); per change "
-                    f"{_series(control)}; rounds {_series(rounds)}")
+        evidence = (f"per round {_series(judged)} (log-log slope {slope:.2f}); per change {_series(control)}; "
+                    f"rounds {_series(per_n(summary, design, change, 'generations'))}")
     return Finding(f"{design}-{change}-linear-control",
                    f"{era}, {change}: {unit} grow at most linearly (log-log slope <= {LINEAR_SLOPE_LIMIT})",
                    len(judged) >= 3 and slope <= LINEAR_SLOPE_LIMIT, evidence)
