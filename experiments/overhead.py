@@ -23,7 +23,9 @@ there may have expired for the lab's sake, so its figures are not the design's
 (`harness.analyse` marks it, and the report leaves it out). Windows that
 overlap a `pause` of the host's process (the fault's `pid`; from the fault to
 its `resume`, or to the end if there was none) are not judged: a paused host is late because the experiment
-paused it.
+paused it. A window's lateness reaches back before its start by as much as it was late (a ping due in the
+pause goes out after it, perhaps in the window after the one the host woke in), so a window counts as
+paused when that reach overlaps the pause.
 """
 
 from __future__ import annotations
@@ -57,14 +59,18 @@ def health_windows(control: DataFrame) -> DataFrame:
     paused = (pauses.join(resumes, ["trial", "pid"], "left")
               .where(F.col("r_ts").isNull() | (F.col("r_ts") >= F.col("p_start")))
               .groupBy("trial", "pid", "p_start").agg(F.min("r_ts").alias("p_stop")))
+    # how late the host was: its threads' wake-ups or its ZooKeeper clients' sends, whichever more
+    windows = windows.withColumn("late_ms", F.greatest("late_ms_max", F.coalesce("ping_late_ms_max", F.lit(0.0))))
+    # a send late by L ms seen in a window was due L ms before it was seen, so the lateness a window records
+    # reaches back to its start minus L: a ping kazoo's thread sends just after a resume, once the probe has
+    # closed the window it woke in, is late by the whole pause and lands in the next window
+    reaches_back_ns = F.col("w.start_ns") - (F.col("w.late_ms") * 1e6).cast("long")
     overlapping = (windows.alias("w").join(paused.alias("p"), ["trial", "pid"])
                    .where((F.col("p_start") < F.col("w.ts_ns"))
-                          & (F.col("p_stop").isNull() | (F.col("p_stop") > F.col("w.start_ns"))))
+                          & (F.col("p_stop").isNull() | (F.col("p_stop") > reaches_back_ns)))
                    .select("trial", "host", "w.ts_ns").distinct().withColumn("paused", F.lit(True)))
     return (windows.join(overlapping, ["trial", "host", "ts_ns"], "left")
             .fillna(False, subset=["paused"])
-            # how late the host was: its threads' wake-ups or its ZooKeeper clients' sends, whichever more
-            .withColumn("late_ms", F.greatest("late_ms_max", F.coalesce("ping_late_ms_max", F.lit(0.0))))
             .withColumn("starved", ~F.col("paused")
                         & (F.col("late_ms") > F.lit(STARVED_FRACTION) * F.col("session_timeout_ms"))))
 

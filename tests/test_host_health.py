@@ -13,7 +13,7 @@ from conftest import trace_events, wait_for
 from experiments import overhead
 from lab_cluster.host_health import STARVED_FRACTION, PingMeter, _MeteringLogger, host_actor
 from lab_cluster.processes import LabProcess
-from lab_cluster.trace_reader import load_traces
+from lab_cluster.trace_reader import TRACE_SCHEMA, load_traces
 
 SESSION_MS = 6000
 
@@ -116,3 +116,38 @@ def test_a_host_paused_by_nobody_is_starved_and_a_host_paused_by_a_fault_is_not(
     assert overhead.starved(explained).collect() == []
     row = overhead.host_overhead(explained).collect()[0]
     assert row.hosts_starved == 0 and row.host_late_ms_max < STARVED_FRACTION * SESSION_MS
+
+
+def test_a_ping_sent_late_after_a_resume_in_the_window_after_the_host_woke_is_the_pauses_not_starvation(spark):
+    """The race the CI run of 2b4c592 found: the probe wakes from a 9 s pause and closes its window after the
+    fault's `resume` was recorded; kazoo's thread then sends its overdue ping, late by the pause, in the next
+    window, which starts after the resume. That lateness reaches back into the pause: not judged. A host late
+    as much, long after, is starved."""
+    s = 1_000_000_000
+    pid, timeout_ms = 4242, 6000.0
+
+    def window(ts_s: float, window_s: float, late_ms: float, ping_late_ms: float):
+        return (int(ts_s * s), "t", "c1.host", "host_health", json.dumps({
+            "host": "c1", "pid": pid, "window_s": window_s, "late_ms_max": late_ms, "late_ms_mean": late_ms / 2,
+            "cpu_share": 0.1, "session_timeout_ms": timeout_ms, "ping_late_ms_max": ping_late_ms,
+            "ping_rtt_ms_max": 2.0}))
+
+    def fault(ts_s: float, action: str):
+        return (int(ts_s * s), "t", "scenario", "fault", json.dumps({"action": action, "pid": pid}))
+
+    rows = [window(10.0, 1.0, 5, 0), fault(10.2, "pause"), fault(19.1, "resume"),
+            window(19.2, 9.2, 8900, 0),         # the window it woke in, closed after the resume was recorded
+            window(20.2, 1.0, 3, 8913),         # the overdue ping, sent after that: the pause's
+            window(21.2, 1.0, 4, 0)]
+    schema = "ts_ns long, trial string, actor string, kind string, fields string"
+    empty = spark.createDataFrame([], TRACE_SCHEMA)
+    events = empty.unionByName(spark.createDataFrame(rows, schema), allowMissingColumns=True)
+    assert overhead.starved(events).collect() == []
+    row = overhead.host_overhead(events).collect()[0]
+    assert row.hosts_starved == 0 and row.host_late_ms_max == 5
+
+    # the same late ping five seconds after the resume: nothing paused the host then
+    late = empty.unionByName(spark.createDataFrame(rows + [window(25.2, 1.0, 3, 2500)], schema),
+                             allowMissingColumns=True)
+    problems = overhead.starved(late).collect()
+    assert len(problems) == 1 and "the worst c1 2500 ms late" in problems[0].problem, problems
