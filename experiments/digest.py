@@ -205,21 +205,29 @@ def offsets_pass(events: DataFrame) -> DataFrame:
     whether it was produced. A duplicate is a processing beyond the first; a gap
     a record produced at or below its partition's highest processed offset but
     never processed; a phantom a record processed but never produced.
+
+    Almost every offset is a group of its own (one `produced`, one `processed`),
+    so a partial aggregate before the shuffle saves nothing: the bulk is shuffled
+    once, by partition, and both the per-offset aggregate and the partition's
+    highest processed offset are computed where it lands, with no second shuffle
+    and no second read (at ten million events, half the time of an aggregate by
+    offset followed by a join with a second aggregate by partition: `bench harness`).
     """
-    key = ["trial", "topic", "partition", "offset"]
+    part = ["trial", "topic", "partition"]
     processed = F.col("kind") == "processed"
-    per_offset = (events.where(F.col("kind").isin(*BULK_KINDS)).groupBy(*key)
+    per_offset = (events.where(F.col("kind").isin(*BULK_KINDS)).select(*part, "offset", "kind")
+                  .repartition(*part)
+                  .groupBy(*part, "offset")
                   .agg(F.count(F.when(processed, 1)).alias("times"), F.max(F.when(~processed, 1)).alias("made")))
-    reached = (events.where(processed).groupBy("trial", "topic", "partition")
-               .agg(F.max("offset").alias("reached")))
     was_processed = F.col("times") > 0
-    return (per_offset.join(F.broadcast(reached), ["trial", "topic", "partition"], "left").groupBy("trial").agg(
+    reached = F.max(F.when(was_processed, F.col("offset"))).over(Window.partitionBy(*part))
+    return per_offset.withColumn("reached", reached).groupBy("trial").agg(
         F.sum(F.when(was_processed, F.col("times") - 1).otherwise(0)).alias("duplicates"),
         F.count(F.when(was_processed, 1)).alias("messages_processed"),
         F.count("made").alias("messages_produced"),
         F.count(F.when(F.col("made").isNotNull() & ~was_processed & (F.col("offset") <= F.col("reached")), 1))
         .alias("gaps"),
-        F.count(F.when(was_processed & F.col("made").isNull(), 1)).alias("phantom_messages")))
+        F.count(F.when(was_processed & F.col("made").isNull(), 1)).alias("phantom_messages"))
 
 
 @dataclass(frozen=True)
