@@ -14,14 +14,15 @@ keeps the rest small:
   kind: where a consumer's trace ends (a killed consumer's last event is often a
   `processed` record), which ends whatever it still owned (`ownership_intervals`).
 - `stretches` (the processing pass): one row per stretch of processing of a
-  consumer and partition (`processing_intervals`), with the records of the
+  consumer and partition (`processing_intervals`), with how many records of the
   stretch it processed after losing the partition (`lost`: `after_loss`'s rule).
   One shuffle and one sort of the `processed` events, by consumer and partition,
-  with the ownership intervals' bounds swept in as markers.
+  with the ownership intervals' bounds swept in as markers; the records
+  processed after a loss are counted per change window, not listed.
 - `offsets` (the offsets pass): one row per trial: duplicates, records
   processed and produced, gaps and phantom records (processed, never produced).
-  One hash aggregate of `processed` and `produced` by (trial, topic, partition,
-  offset).
+  One shuffle of `processed` and `produced` by partition, aggregated by offset
+  where it lands.
 
 `Digest.of(events)` builds it lazily (tests, one-off use); `cache()` computes
 and keeps every part in memory, for a job that reads them many times
@@ -176,14 +177,21 @@ def after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
                     (F.col("lost_now") + F.when(F.col("owned_now") == 0, 1).otherwise(0)).alias("times")))
 
 
-def processing_pass(events: DataFrame, intervals: DataFrame, gap_s: float = PROCESSING_GAP_S) -> DataFrame:
+def processing_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
+                    gap_s: float = PROCESSING_GAP_S) -> DataFrame:
     """_KEY, start_ns, stop_ns, messages, lost: the stretches each actor processed, and its acts after loss in them.
 
     Consecutive `processed` events of one actor and partition less than `gap_s`
-    apart form one stretch (gaps and islands). `lost` lists the stretch's records
-    processed after the actor lost the partition (`after_loss`), as (ts_ns,
-    times). The stretches are cut in the same window order as `after_loss`'s
-    sweep, so one sort of the processed events computes both.
+    apart form one stretch (gaps and islands). `lost` counts the stretch's
+    records processed after the actor lost the partition (`after_loss`), per
+    change window they fall in (`windows`: `change_windows`), as (change_index,
+    times); change_index is null for records outside every window (before the
+    first change). The stretches are cut in the same window order as
+    `after_loss`'s sweep, so one sort of the processed events computes both.
+
+    Counted per window, not listed per record: a zombie that processes for
+    seconds after its loss has thousands of such records, and the metric
+    (`processed_after_loss`) wants only their sum per change.
     """
     w = Window.partitionBy(*_KEY).orderBy("ts_ns", "order")
     judged = (after_loss(events.where(F.col("kind") == "processed"), intervals)
@@ -191,10 +199,19 @@ def processing_pass(events: DataFrame, intervals: DataFrame, gap_s: float = PROC
               .withColumn("new", F.when(F.col("prev").isNull() | (F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S),
                                         1).otherwise(0))
               .withColumn("stretch", F.sum("new").over(w.rowsBetween(Window.unboundedPreceding, 0))))
-    lost = F.when(F.col("times") > 0, F.struct("ts_ns", "times"))
-    return (judged.groupBy(*_KEY, "stretch")
-            .agg(F.min("ts_ns").alias("start_ns"), F.max("ts_ns").alias("stop_ns"),
-                 F.count(F.lit(1)).alias("messages"), F.collect_list(lost).alias("lost"))
+    # a trial's windows do not overlap: a record falls in one at most (`in_window`'s rule, start <= t < stop)
+    spans = windows.select(F.col("trial").alias("_w_trial"), "change_index", F.col("start_ns").alias("_w_start"),
+                           F.col("stop_ns").alias("_w_stop"))
+    in_span = ((F.col("trial") == F.col("_w_trial")) & (F.col("ts_ns") >= F.col("_w_start"))
+               & (F.col("ts_ns") < F.col("_w_stop")))
+    per_window = (judged.join(F.broadcast(spans), in_span, "left")
+                  .groupBy(*_KEY, "stretch", "change_index")
+                  .agg(F.min("ts_ns").alias("start_ns"), F.max("ts_ns").alias("stop_ns"),
+                       F.count(F.lit(1)).alias("messages"), F.sum("times").alias("times")))
+    lost = F.when(F.col("times") > 0, F.struct("change_index", "times"))
+    return (per_window.groupBy(*_KEY, "stretch")
+            .agg(F.min("start_ns").alias("start_ns"), F.max("stop_ns").alias("stop_ns"),
+                 F.sum("messages").alias("messages"), F.collect_list(lost).alias("lost"))
             .drop("stretch"))
 
 
@@ -269,7 +286,7 @@ class Digest:
             intervals = keep(ownership_intervals(ce, last_events))
             windows = keep(change_windows(control, ce))
             consumers = ce.select("trial", "actor").distinct()
-            stretches = keep(processing_pass(events, intervals).join(consumers, ["trial", "actor"], "left_semi"))
+            stretches = keep(processing_pass(events, intervals, windows).join(consumers, ["trial", "actor"], "left_semi"))
             offsets = keep(offsets_pass(events))
         except BaseException:  # a failed or interrupted pass: what was cached before it goes too
             for frame in kept:

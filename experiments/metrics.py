@@ -485,7 +485,7 @@ def change_metrics(events: DataFrame | Digest) -> DataFrame:
     d = digest_of(events)
     events, ce, windows, intervals = d.control, d.consumers, d.windows, d.intervals
     steps = owner_steps(events, intervals)
-    lost = d.stretches.select("trial", F.explode("lost").alias("act")).select("trial", "act.ts_ns", "act.times")
+    lost = d.stretches.select("trial", F.explode("lost").alias("n")).select("trial", "n.change_index", "n.times")
     parts = [
         _tally(node_watch_events(ce).unionByName(membership_reads(ce)), windows,
                {"notifications_per_change": ("zk_watch_fired", "notified"),
@@ -501,7 +501,7 @@ def change_metrics(events: DataFrame | Digest) -> DataFrame:
                until_converged=("broker_requests_per_change",)),
         in_window(after_loss(ce.where(commit_outcome("accepted")), intervals), windows).groupBy(*KEYS).agg(
             F.sum("times").alias("zombie_commits_accepted")),
-        in_window(lost, windows).groupBy(*KEYS).agg(F.sum("times").alias("processed_after_loss")),
+        lost.where(F.col("change_index").isNotNull()).groupBy(*KEYS).agg(F.sum("times").alias("processed_after_loss")),
         _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
         _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(d))), windows,
                             ("unprocessed_partition_s", "double_processed_partition_s")),
