@@ -286,7 +286,8 @@ class Digest:
             intervals = keep(ownership_intervals(ce, last_events))
             windows = keep(change_windows(control, ce))
             consumers = ce.select("trial", "actor").distinct()
-            stretches = keep(processing_pass(events, intervals, windows).join(consumers, ["trial", "actor"], "left_semi"))
+            stretches = keep(processing_pass(events, intervals, windows)
+                             .join(consumers, ["trial", "actor"], "left_semi"))
             offsets = keep(offsets_pass(events))
         except BaseException:  # a failed or interrupted pass: what was cached before it goes too
             for frame in kept:
