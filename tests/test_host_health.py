@@ -119,7 +119,7 @@ def test_a_host_paused_by_nobody_is_starved_and_a_host_paused_by_a_fault_is_not(
 
 
 def test_a_ping_sent_late_after_a_resume_in_the_window_after_the_host_woke_is_the_pauses_not_starvation(spark):
-    """The race the CI run of 2b4c592 found: the probe wakes from a 9 s pause and closes its window after the
+    """The race the CI run of 9c4dde6 found: the probe wakes from a 9 s pause and closes its window after the
     fault's `resume` was recorded; kazoo's thread then sends its overdue ping, late by the pause, in the next
     window, which starts after the resume. That lateness reaches back into the pause: not judged. A host late
     as much, long after, is starved."""
