@@ -112,10 +112,26 @@ def test_orderly_consumers_hold_their_queues_locks_at_the_broker(cluster, group)
 
     _start_producer(cluster, rate=40)
     _wait_produced(cluster, 3)
+    from lab_cluster.clock import monotonic_ms
+
     c1, c2 = group.add("c1", messageListener="orderly"), group.add("c2", messageListener="orderly")
     wait_for(lambda: group.settled(["c1", "c2"]), "c1 and c2 to split the queues")
+    # Judge the locks once each consumer has renewed every queue it holds (`lockAll`, every 20 s) since the
+    # split. Before, a queue dropped and taken back while c2 joined may have lost its lock to its holder's own
+    # oneway UNLOCK_BATCH_MQ arriving after the new LOCK_BATCH_MQ (after an invokeSync timeout closed the
+    # channel it was sent on; RocketMQ's broker, too, hands the two to a thread pool, not in order); the
+    # holder's next lockAll takes the free lock again. One CI run (code of 63679ea) caught such a moment.
+    split_ms = monotonic_ms()
+
+    def held(consumer):
+        with consumer._table_lock:
+            return {mq: pq for mq, pq in consumer.rebalance_impl.table.items() if not pq.dropped}
+
+    wait_for(lambda: group.settled(["c1", "c2"]) and all(
+        pq.locked and pq.last_lock_ms > split_ms for c in (c1, c2) for pq in held(c).values()),
+        "c1 and c2 to renew the locks of every queue they hold", timeout_s=90)
     for consumer in (c1, c2):
-        for mq in list(consumer.rebalance_impl.table):
+        for mq in held(consumer):
             broker_id = int(mq[1].split("-")[1])
             assert mq[1] == broker_name(broker_id)
             other = DuplexClient("127.0.0.1", cluster.brokers[broker_id].port, client_id="127.0.0.1@intruder")
