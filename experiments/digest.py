@@ -13,16 +13,14 @@ keeps the rest small:
 - `last_events`: (trial, actor, ts_ns) of each actor's last event, whatever its
   kind: where a consumer's trace ends (a killed consumer's last event is often a
   `processed` record), which ends whatever it still owned (`ownership_intervals`).
-- `stretches` (the processing pass): one row per stretch of processing of a
-  consumer and partition (`processing_intervals`), with how many records of the
-  stretch it processed after losing the partition (`lost`: `after_loss`'s rule).
-  One shuffle and one sort of the `processed` events, by consumer and partition,
-  with the ownership intervals' bounds swept in as markers; the records
-  processed after a loss are counted per change window, not listed.
-- `offsets` (the offsets pass): one row per trial: duplicates, records
-  processed and produced, gaps and phantom records (processed, never produced).
-  One shuffle of `processed` and `produced` by partition, aggregated by offset
-  where it lands.
+- `stretches` and `offsets` (the bulk pass, `bulk_pass`): one row per stretch
+  of processing of a consumer and partition (`processing_intervals`), with
+  how many of its records it processed after losing the partition (`lost`:
+  `after_loss`'s rule), counted per change window, not listed; and one row
+  per trial: duplicates, records processed and produced, gaps and phantom
+  records (processed, never produced). One shuffle of the bulk, by partition,
+  cogrouped with the partition's ownership intervals, and each partition
+  judged in Arrow and numpy (`experiments/bulk_pass.py`).
 
 `Digest.of(events)` builds it lazily (tests, one-off use); `cache()` computes
 and keeps every part in memory, for a job that reads them many times
@@ -38,6 +36,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
+from experiments.bulk_pass import SPARK_SCHEMA, Windows, judge_partition
+
 #: the events there is one of per record: the bulk of a trace
 BULK_KINDS = ("processed", "produced")
 CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
@@ -47,6 +47,8 @@ PROCESSING_GAP_S = 1.0
 _KEY = ["trial", "actor", "topic", "partition"]
 #: what identifies a change's window
 KEYS = ["trial", "change_index"]
+#: the offsets' counts, per trial (`Digest.offsets`; defined in `bulk_pass._offsets`)
+OFFSET_COUNTS = ["duplicates", "messages_processed", "messages_produced", "gaps", "phantom_messages"]
 
 
 def field(name: str) -> Column:
@@ -169,8 +171,9 @@ def after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
 
     One sort of the acts by actor, partition and time, with the ownership bounds
     swept in as markers, instead of a join of every act with every interval. The
-    accepted commits (`zombie_commits_accepted`) and the records processed
-    (`processed_after_loss`, in `processing_pass`'s sort) are judged by it.
+    accepted commits (`zombie_commits_accepted`) are judged by it; the records
+    processed (`processed_after_loss`) by the same rule in the bulk pass
+    (`bulk_pass._stretches`), which needs no sort by Spark.
     """
     marked = acts.select(*_KEY, "ts_ns", F.lit(1).alias("order"), F.lit(0).alias("owned"), F.lit(0).alias("lost"))
     so_far = Window.partitionBy(*_KEY).orderBy("ts_ns", "order").rowsBetween(Window.unboundedPreceding, 0)
@@ -182,70 +185,25 @@ def after_loss(acts: DataFrame, intervals: DataFrame) -> DataFrame:
                     (F.col("lost_now") + F.when(F.col("owned_now") == 0, 1).otherwise(0)).alias("times")))
 
 
-def processing_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
-                    gap_s: float = PROCESSING_GAP_S) -> DataFrame:
-    """_KEY, start_ns, stop_ns, messages, lost: the stretches each actor processed, and its acts after loss in them.
+def bulk_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
+              gap_s: float = PROCESSING_GAP_S) -> DataFrame:
+    """`bulk_pass.SCHEMA`'s rows: every partition's stretches of processing and its offsets, in one pass.
 
-    Consecutive `processed` events of one actor and partition less than `gap_s`
-    apart form one stretch (gaps and islands). `lost` counts the stretch's
-    records processed after the actor lost the partition (`after_loss`), per
-    change window they fall in (`windows`: `change_windows`), as (change_index,
-    times); change_index is null for records outside every window (before the
-    first change). The stretches are cut in the same window order as
-    `after_loss`'s sweep, so one sort of the processed events computes both.
-
-    Counted per window, not listed per record: a zombie that processes for
-    seconds after its loss has thousands of such records, and the metric
-    (`processed_after_loss`) wants only their sum per change.
-    """
-    w = Window.partitionBy(*_KEY).orderBy("ts_ns", "order")
-    judged = (after_loss(events.where(F.col("kind") == "processed"), intervals)
-              .withColumn("prev", F.lag("ts_ns").over(w))
-              .withColumn("new", F.when(F.col("prev").isNull() | (F.col("ts_ns") - F.col("prev") > gap_s * NS_PER_S),
-                                        1).otherwise(0))
-              .withColumn("stretch", F.sum("new").over(w.rowsBetween(Window.unboundedPreceding, 0))))
-    per_window = (in_window(judged, windows.select(*KEYS, "start_ns", "stop_ns"), how="left")
-                  .groupBy(*_KEY, "stretch", "change_index")
-                  .agg(F.min("ts_ns").alias("start_ns"), F.max("ts_ns").alias("stop_ns"),
-                       F.count(F.lit(1)).alias("messages"), F.sum("times").alias("times")))
-    lost = F.when(F.col("times") > 0, F.struct("change_index", "times"))
-    return (per_window.groupBy(*_KEY, "stretch")
-            .agg(F.min("start_ns").alias("start_ns"), F.max("stop_ns").alias("stop_ns"),
-                 F.sum("messages").alias("messages"), F.collect_list(lost).alias("lost"))
-            .drop("stretch"))
-
-
-def offsets_pass(events: DataFrame) -> DataFrame:
-    """trial, duplicates, messages_processed, messages_produced, gaps, phantom_messages: one aggregate of the bulk.
-
-    Per (trial, topic, partition, offset): how many times it was processed, and
-    whether it was produced. A duplicate is a processing beyond the first; a gap
-    a record produced at or below its partition's highest processed offset but
-    never processed; a phantom a record processed but never produced.
-
-    Almost every offset is a group of its own (one `produced`, one `processed`),
-    so a partial aggregate before the shuffle saves nothing: the bulk is shuffled
-    once, by partition, and both the per-offset aggregate and the partition's
-    highest processed offset are computed where it lands, with no second shuffle
-    and no second read (at ten million events, about half the time of an aggregate
-    by offset followed by a join with a second aggregate by partition, timed while
-    making the change).
-    """
+    The bulk is shuffled once, by (trial, topic, partition), and cogrouped with
+    the partition's ownership intervals; each group is judged in Arrow
+    (`experiments/bulk_pass.py`). The change windows, a few rows per trial, go
+    with the function."""
+    lookup = Windows.of(windows.select("trial", "change_index", "start_ns", "stop_ns").collect())
+    gap_ns = int(gap_s * NS_PER_S)
     part = ["trial", "topic", "partition"]
-    processed = F.col("kind") == "processed"
-    per_offset = (events.where(F.col("kind").isin(*BULK_KINDS)).select(*part, "offset", "kind")
-                  .repartition(*part)
-                  .groupBy(*part, "offset")
-                  .agg(F.count(F.when(processed, 1)).alias("times"), F.max(F.when(~processed, 1)).alias("made")))
-    was_processed = F.col("times") > 0
-    reached = F.max(F.when(was_processed, F.col("offset"))).over(Window.partitionBy(*part))
-    return per_offset.withColumn("reached", reached).groupBy("trial").agg(
-        F.sum(F.when(was_processed, F.col("times") - 1).otherwise(0)).alias("duplicates"),
-        F.count(F.when(was_processed, 1)).alias("messages_processed"),
-        F.count("made").alias("messages_produced"),
-        F.count(F.when(F.col("made").isNotNull() & ~was_processed & (F.col("offset") <= F.col("reached")), 1))
-        .alias("gaps"),
-        F.count(F.when(was_processed & F.col("made").isNull(), 1)).alias("phantom_messages"))
+    bulk = events.where(F.col("kind").isin(*BULK_KINDS)).select(*part, "actor", "kind", "ts_ns", "offset")
+    # new names for the intervals' columns: both sides come from `events`, which Spark would call ambiguous
+    owned = intervals.select(*(F.col(c).alias(c) for c in [*part, "actor", "start_ns", "stop_ns"]))
+
+    def judge(key, records, ownership):
+        return judge_partition(key, records, ownership, lookup, gap_ns)
+
+    return bulk.groupBy(*part).cogroup(owned.groupBy(*part)).applyInArrow(judge, SPARK_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -287,9 +245,12 @@ class Digest:
             intervals = keep(ownership_intervals(ce, last_events))
             windows = keep(change_windows(control, ce))
             consumers = ce.select("trial", "actor").distinct()
-            stretches = keep(processing_pass(events, intervals, windows)
+            bulk = keep(bulk_pass(events, intervals, windows))
+            stretches = keep(bulk.where(F.col("row") == "stretch")
+                             .select(*_KEY, "start_ns", "stop_ns", "messages", "lost")
                              .join(consumers, ["trial", "actor"], "left_semi"))
-            offsets = keep(offsets_pass(events))
+            offsets = keep(bulk.where(F.col("row") == "offsets").groupBy("trial")
+                           .agg(*(F.sum(c).alias(c) for c in OFFSET_COUNTS)))
         except BaseException:  # a failed or interrupted pass: what was cached before it goes too
             for frame in kept:
                 frame.unpersist()

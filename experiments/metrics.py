@@ -292,7 +292,7 @@ def processing_intervals(d: Digest) -> DataFrame:
     """trial, actor, topic, partition, start_ns, stop_ns, messages: stretches a consumer actually processed.
 
     Consecutive `processed` events of one consumer and partition less than
-    `PROCESSING_GAP_S` apart form one stretch (`digest.processing_pass`). This is
+    `PROCESSING_GAP_S` apart form one stretch (`digest.bulk_pass`). This is
     what a partition's timeline draws, and what `double_processed_partition_s`
     sums: two consumers processing one partition at once, whatever each believed.
     """
@@ -536,7 +536,7 @@ def change_metrics(events: DataFrame | Digest) -> DataFrame:
 
 
 def trial_metrics(events: DataFrame | Digest) -> DataFrame:
-    """One row per trial: duplicates, gaps, processed and produced messages (`digest.offsets_pass`), offsets
+    """One row per trial: duplicates, gaps, processed and produced messages (`digest.bulk_pass`), offsets
     moved backwards, and the fencing counts."""
     d = digest_of(events)
     events = d.control

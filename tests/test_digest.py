@@ -1,7 +1,7 @@
 """The digest's one pass over the records agrees with the direct definitions it replaces.
 
-`digest.processing_pass` judges every record processed by a sweep over the
-consumers' ownership bounds, and cuts stretches of processing in the same sort;
+`digest.bulk_pass` judges every record processed against the consumers'
+ownership bounds, partition by partition, and cuts stretches of processing;
 `metrics.processing_resumed` reads pauses off those stretches. Here random
 trials (a few consumers trading two partitions, records on a coarse clock so
 that ties with ownership bounds happen) are measured both ways: by the digest,

@@ -1,0 +1,176 @@
+"""The one pass over a run's bulk (`processed` and `produced` records), one partition at a time, in Arrow.
+
+Why. The bulk is 99% of a trace, and every figure drawn from it is a
+question about one partition: who processed which records when (stretches of
+processing, and records processed after the consumer lost the partition) and
+which offsets were processed twice, never, or without being produced. So the
+bulk is shuffled once, by (trial, topic, partition), cogrouped with that
+partition's ownership intervals, and each group is judged in Arrow and numpy
+(`judge_partition`): no Spark sort, window or join per record. Spark did the
+same work in two shuffles, a sort and a dozen window and join operators; this
+was the digest's largest cost (`bench harness`).
+
+What a group yields (one Arrow table, `SCHEMA`, told apart by `row`):
+
+- `stretch` rows, one per stretch of processing of one actor: consecutive
+  `processed` records less than `gap_ns` apart (gaps and islands), with
+  `lost`: per change window (`change_index`, null outside every window), how
+  many of the stretch's records count as processed after a loss (`times`,
+  the after-loss rule of `digest._loss_markers`), where that is not zero;
+- one `offsets` row: duplicates, records processed and produced, gaps and
+  phantom records of the partition (`_offsets`): per offset, how many times
+  it was processed and whether it was produced; a duplicate is a processing
+  beyond the first, a gap a record produced at or below the partition's
+  highest processed offset but never processed, a phantom a record processed
+  but never produced.
+
+The after-loss rule, per record at t of actor a (intervals of a: [s, e]):
+`owned(t)` = a's intervals holding t; `lost(t)` = a's lost ranges [L, e]
+holding t, where L is the first start of another actor's interval in (s, e];
+`times` = `lost(t)` + (1 if `owned(t)` is 0). Both counts are two binary
+searches in the sorted bounds (a bound at t holds t: starts count from t,
+ends until t).
+
+Worked example: c1 owns partition 0 from 0 to 10 s; c2 takes it at 6 s. c1
+processes at 1, 2 and 7 s; c2 at 8 s; one change window, index 1, from 5 s:
+
+    >>> import pyarrow as pa
+    >>> s = 1_000_000_000
+    >>> bulk = pa.table({"actor": ["c1", "c1", "c1", "c2"], "kind": ["processed"] * 4,
+    ...                  "ts_ns": [1 * s, 2 * s, 7 * s, 8 * s], "offset": [0, 1, 2, 2]})
+    >>> owned = pa.table({"actor": ["c1", "c2"], "start_ns": [0, 6 * s], "stop_ns": [10 * s, 20 * s]})
+    >>> windows = Windows.of([("t0", 1, 5 * s, 30 * s)])
+    >>> rows = judge_partition(("t0", "t", 0), bulk, owned, windows, gap_ns=s).to_pylist()
+    >>> [(r["actor"], r["messages"], r["lost"]) for r in rows if r["row"] == "stretch"]
+    [('c1', 2, []), ('c1', 1, [{'change_index': 1, 'times': 1}]), ('c2', 1, [])]
+    >>> [(r["duplicates"], r["messages_processed"], r["phantom_messages"]) for r in rows if r["row"] == "offsets"]
+    [(1, 3, 3)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+LOST = pa.list_(pa.struct([("change_index", pa.int32()), ("times", pa.int64())]))
+SCHEMA = pa.schema([
+    ("row", pa.string()), ("trial", pa.string()), ("actor", pa.string()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("start_ns", pa.int64()), ("stop_ns", pa.int64()), ("messages", pa.int64()),
+    ("lost", LOST), ("duplicates", pa.int64()), ("messages_processed", pa.int64()),
+    ("messages_produced", pa.int64()), ("gaps", pa.int64()), ("phantom_messages", pa.int64())])
+#: the same, as Spark's DDL for `applyInArrow`
+SPARK_SCHEMA = ("row string, trial string, actor string, topic string, partition int, start_ns long, stop_ns long, "
+                "messages long, lost array<struct<change_index:int,times:long>>, duplicates long, "
+                "messages_processed long, messages_produced long, gaps long, phantom_messages long")
+
+
+#: a record outside every change window (before the first change), as a sortable key
+NO_WINDOW = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Each trial's change windows (start <= t < stop; they do not overlap), sorted by start, for lookup."""
+
+    by_trial: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+    @classmethod
+    def of(cls, rows) -> Windows:
+        """From (trial, change_index, start_ns, stop_ns) rows."""
+        grouped: dict[str, list] = {}
+        for trial, index, start, stop in rows:
+            grouped.setdefault(trial, []).append((start, stop, index))
+        return cls({trial: tuple(np.array(col, dtype=np.int64) for col in zip(*sorted(ws), strict=True))
+                    for trial, ws in grouped.items()})
+
+    def change_index(self, trial: str, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index, inside): each time's change index, and whether it falls in a window at all."""
+        if trial not in self.by_trial:
+            return np.zeros(len(ts), dtype=np.int64), np.zeros(len(ts), dtype=bool)
+        starts, stops, indexes = self.by_trial[trial]
+        at = np.searchsorted(starts, ts, side="right") - 1
+        inside = (at >= 0) & (ts < stops[np.maximum(at, 0)])
+        return indexes[np.maximum(at, 0)], inside
+
+
+def _holding(starts: np.ndarray, stops: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """How many of the ranges [start, stop] hold each time (ends included)."""
+    return (np.searchsorted(np.sort(starts), ts, side="right")
+            - np.searchsorted(np.sort(stops), ts, side="left"))
+
+
+def _lost_ranges(actor: str, owned: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The actor's lost ranges [L, e]: for each of its intervals [s, e], L is the first start of another actor's
+    interval in (s, e], if any."""
+    mine = owned["actor"] == actor
+    others = owned["start_ns"][~mine]
+    starts, stops = [], []
+    for s, e in zip(owned["start_ns"][mine], owned["stop_ns"][mine], strict=True):
+        taken = others[(others > s) & (others <= e)]
+        if len(taken):
+            starts.append(taken.min())
+            stops.append(e)
+    return np.array(starts, dtype=np.int64), np.array(stops, dtype=np.int64)
+
+
+def _stretches(actor: str, ts: np.ndarray, owned: dict[str, np.ndarray], windows: Windows, trial: str,
+               gap_ns: int) -> list[dict]:
+    """One actor's stretches of processing of the partition (`ts` sorted), each with its records after loss."""
+    mine = owned["actor"] == actor
+    unowned = _holding(owned["start_ns"][mine], owned["stop_ns"][mine], ts) == 0
+    times = _holding(*_lost_ranges(actor, owned), ts) + unowned
+    new = np.concatenate(([True], np.diff(ts) > gap_ns))  # a record more than the gap after the one before
+    stretch = np.cumsum(new) - 1
+    firsts = np.flatnonzero(new)
+    lasts = np.append(firsts[1:], len(ts)) - 1
+    lost: list[list[dict]] = [[] for _ in firsts]
+    after = np.flatnonzero(times)  # few in a healthy trial, most of a zombie's: summed per (stretch, window)
+    if len(after):
+        index, inside = windows.change_index(trial, ts[after])
+        window = np.where(inside, index, NO_WINDOW)
+        pairs, which = np.unique(np.stack([stretch[after], window], axis=1), axis=0, return_inverse=True)
+        sums = np.bincount(which.ravel(), weights=times[after])
+        for (s, w), total in zip(pairs, sums, strict=True):
+            lost[s].append({"change_index": None if w == NO_WINDOW else int(w), "times": int(total)})
+    return [{"row": "stretch", "actor": actor, "start_ns": int(ts[lo]), "stop_ns": int(ts[hi]),
+             "messages": int(hi - lo + 1), "lost": lost[i]}
+            for i, (lo, hi) in enumerate(zip(firsts, lasts, strict=True))]
+
+
+def _offsets(processed: pa.ChunkedArray, produced: pa.ChunkedArray) -> dict:
+    """The partition's duplicates, records processed and produced, gaps and phantoms, by offset (a null offset
+    is a group of its own, as in a Spark aggregate)."""
+    done, counts = np.unique(processed.drop_null().to_numpy(), return_counts=True)
+    made = np.unique(produced.drop_null().to_numpy())
+    null_done, null_made = processed.null_count, produced.null_count > 0
+    never_made = ~np.isin(done, made)
+    reached = done.max() if len(done) else None
+    return {"row": "offsets", "duplicates": int((counts - 1).sum()) + max(null_done - 1, 0),
+            "messages_processed": len(done) + (null_done > 0), "messages_produced": len(made) + null_made,
+            "gaps": 0 if reached is None else int(((made <= reached) & ~np.isin(made, done)).sum()),
+            "phantom_messages": int(never_made.sum()) + (null_done > 0 and not null_made)}
+
+
+def judge_partition(key: tuple, bulk: pa.Table, owned: pa.Table, windows: Windows, gap_ns: int) -> pa.Table:
+    """One partition's stretches and offsets (`SCHEMA`). `key`: (trial, topic, partition); `bulk`: its records
+    (actor, kind, ts_ns, offset); `owned`: its ownership intervals (actor, start_ns, stop_ns)."""
+    trial, topic, partition = (k.as_py() if isinstance(k, pa.Scalar) else k for k in key)
+    if bulk.num_rows == 0:
+        return SCHEMA.empty_table()
+    is_processed = pc.equal(bulk["kind"], "processed")
+    processed = bulk.filter(is_processed).sort_by([("actor", "ascending"), ("ts_ns", "ascending")])
+    intervals = {c: owned[c].to_numpy() for c in ("start_ns", "stop_ns")}
+    intervals["actor"] = np.array(owned["actor"].to_pylist(), dtype=object)
+    rows = [_offsets(processed["offset"], bulk.filter(pc.invert(is_processed))["offset"])]
+    actors = processed["actor"].to_numpy()
+    ts = processed["ts_ns"].to_numpy()
+    bounds = np.flatnonzero(actors[1:] != actors[:-1]) + 1
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(ts)])), strict=True):
+        if hi > lo:
+            rows += _stretches(actors[lo], ts[lo:hi], intervals, windows, trial, gap_ns)
+    for row in rows:
+        row.update(trial=trial, topic=topic, partition=partition)
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
