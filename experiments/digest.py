@@ -196,7 +196,8 @@ def bulk_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
     lookup = Windows.of(windows.select("trial", "change_index", "start_ns", "stop_ns").collect())
     gap_ns = int(gap_s * NS_PER_S)
     part = ["trial", "topic", "partition"]
-    bulk = events.where(F.col("kind").isin(*BULK_KINDS)).select(*part, "actor", "kind", "ts_ns", "offset")
+    bulk = events.where(F.col("kind").isin(*BULK_KINDS)).select(
+        *part, "actor", (F.col("kind") == "processed").alias("processed"), "ts_ns", "offset")
     # new names for the intervals' columns: both sides come from `events`, which Spark would call ambiguous
     owned = intervals.select(*(F.col(c).alias(c) for c in [*part, "actor", "start_ns", "stop_ns"]))
 

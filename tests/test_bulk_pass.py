@@ -20,7 +20,7 @@ KEY = ("t0", "t", 0)
 
 
 def _judge(records, owned=(), windows=(), gap_ns=S):
-    bulk = pa.table({"actor": [r[0] for r in records], "kind": [r[1] for r in records],
+    bulk = pa.table({"actor": [r[0] for r in records], "processed": [r[1] == "processed" for r in records],
                      "ts_ns": pa.array([r[2] for r in records], pa.int64()),
                      "offset": pa.array([r[3] for r in records], pa.int64())})
     intervals = pa.table({"actor": pa.array([o[0] for o in owned], pa.string()),
