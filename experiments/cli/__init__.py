@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     from experiments.bench import coordinator as bench_coordinator
     from experiments.bench import group_size as bench_group_size
     from experiments.bench import harness as bench_harness
+    from experiments.bench import trial_time as bench_trial_time
     from experiments.bench import zk as bench_zk
     from experiments.cli import assign, cluster_up, consumers, doctor, spark_up, zk_up
     from experiments.cli import run as run_cmd
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_coordinator.add_parser(bench_sub)
     bench_harness.add_parser(bench_sub)
     bench_group_size.add_parser(bench_sub)
+    bench_trial_time.add_parser(bench_sub)
     return parser
 
 
