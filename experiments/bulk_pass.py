@@ -13,7 +13,7 @@ was the digest's largest cost (`bench harness`).
 What a group yields (one Arrow table, `SCHEMA`, told apart by `row`):
 
 - `stretch` rows, one per stretch of processing of one actor: consecutive
-  `processed` records less than `gap_ns` apart (gaps and islands), with
+  `processed` records at most `gap_ns` apart (gaps and islands), with
   `lost`: per change window (`change_index`, null outside every window), how
   many of the stretch's records count as processed after a loss (`times`,
   the after-loss rule of `digest._loss_markers`), where that is not zero;

@@ -42,7 +42,7 @@ from experiments.bulk_pass import SPARK_SCHEMA, Windows, judge_partition
 BULK_KINDS = ("processed", "produced")
 CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
 NS_PER_S = 1_000_000_000
-#: processed events of one consumer and partition closer than this belong to one stretch of processing
+#: processed events of one consumer and partition at most this far apart belong to one stretch of processing
 PROCESSING_GAP_S = 1.0
 _KEY = ["trial", "actor", "topic", "partition"]
 #: what identifies a change's window

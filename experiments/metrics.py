@@ -291,7 +291,7 @@ def group_requests(events: DataFrame) -> DataFrame:
 def processing_intervals(d: Digest) -> DataFrame:
     """trial, actor, topic, partition, start_ns, stop_ns, messages: stretches a consumer actually processed.
 
-    Consecutive `processed` events of one consumer and partition less than
+    Consecutive `processed` events of one consumer and partition at most
     `PROCESSING_GAP_S` apart form one stretch (`digest.bulk_pass`). This is
     what a partition's timeline draws, and what `double_processed_partition_s`
     sums: two consumers processing one partition at once, whatever each believed.
