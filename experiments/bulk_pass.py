@@ -61,13 +61,8 @@ SCHEMA = pa.schema([
     ("partition", pa.int32()), ("start_ns", pa.int64()), ("stop_ns", pa.int64()), ("messages", pa.int64()),
     ("lost", LOST), ("duplicates", pa.int64()), ("messages_processed", pa.int64()),
     ("messages_produced", pa.int64()), ("gaps", pa.int64()), ("phantom_messages", pa.int64())])
-#: the same, as Spark's DDL for `applyInArrow`
-SPARK_SCHEMA = ("row string, trial string, actor string, topic string, partition int, start_ns long, stop_ns long, "
-                "messages long, lost array<struct<change_index:int,times:long>>, duplicates long, "
-                "messages_processed long, messages_produced long, gaps long, phantom_messages long")
 
-
-#: a record outside every change window (before the first change), as a sortable key
+#: a record outside every change window (before the first change, or after the trial's end), as a sortable key
 NO_WINDOW = np.iinfo(np.int64).min
 
 
@@ -102,10 +97,9 @@ def _holding(starts: np.ndarray, stops: np.ndarray, ts: np.ndarray) -> np.ndarra
             - np.searchsorted(np.sort(stops), ts, side="left"))
 
 
-def _lost_ranges(actor: str, owned: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The actor's lost ranges [L, e]: for each of its intervals [s, e], L is the first start of another actor's
-    interval in (s, e], if any."""
-    mine = owned["actor"] == actor
+def _lost_ranges(mine: np.ndarray, owned: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The actor's lost ranges [L, e] (`mine`: which intervals are the actor's): for each of its intervals
+    [s, e], L is the first start of another actor's interval in (s, e], if any."""
     others = owned["start_ns"][~mine]
     starts, stops = [], []
     for s, e in zip(owned["start_ns"][mine], owned["stop_ns"][mine], strict=True):
@@ -121,7 +115,7 @@ def _stretches(actor: str, ts: np.ndarray, owned: dict[str, np.ndarray], windows
     """One actor's stretches of processing of the partition (`ts` sorted), each with its records after loss."""
     mine = owned["actor"] == actor
     unowned = _holding(owned["start_ns"][mine], owned["stop_ns"][mine], ts) == 0
-    times = _holding(*_lost_ranges(actor, owned), ts) + unowned
+    times = _holding(*_lost_ranges(mine, owned), ts) + unowned
     new = np.concatenate(([True], np.diff(ts) > gap_ns))  # a record more than the gap after the one before
     stretch = np.cumsum(new) - 1
     firsts = np.flatnonzero(new)

@@ -34,9 +34,10 @@ from dataclasses import dataclass, fields
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, StringType
 
-from experiments.bulk_pass import SPARK_SCHEMA, Windows, judge_partition
+from experiments.bulk_pass import SCHEMA, Windows, judge_partition
 
 #: the events there is one of per record: the bulk of a trace
 BULK_KINDS = ("processed", "produced")
@@ -204,7 +205,7 @@ def bulk_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
     def judge(key, records, ownership):
         return judge_partition(key, records, ownership, lookup, gap_ns)
 
-    return bulk.groupBy(*part).cogroup(owned.groupBy(*part)).applyInArrow(judge, SPARK_SCHEMA)
+    return bulk.groupBy(*part).cogroup(owned.groupBy(*part)).applyInArrow(judge, from_arrow_schema(SCHEMA))
 
 
 @dataclass(frozen=True)

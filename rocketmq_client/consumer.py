@@ -149,9 +149,13 @@ class PushConsumer:
     def snapshot(self) -> MemberSnapshot:
         return MemberSnapshot(self.state.value, gave_up=False, partitions=self.partitions())
 
-    def partitions(self) -> list[int]:
+    def held(self) -> dict[MessageQueue, ProcessQueue]:
+        """The queues it holds now (its process queues not dropped), read under the table's lock."""
         with self._table_lock:
-            return sorted(mq[2] for mq, pq in self.rebalance_impl.table.items() if not pq.dropped)
+            return {mq: pq for mq, pq in self.rebalance_impl.table.items() if not pq.dropped}
+
+    def partitions(self) -> list[int]:
+        return sorted(mq[2] for mq in self.held())
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """`shutdown`: stop consuming (orderly: unlock all), persist offsets, unregister everywhere, close."""

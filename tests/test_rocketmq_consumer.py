@@ -107,13 +107,12 @@ def test_orderly_consumers_hold_their_queues_locks_at_the_broker(cluster, group)
     """`messageListener=orderly`: a queue is added only once its broker granted the lock, and the broker
     refuses that lock to anyone else (60 s, renewed every 20 s), so two orderly consumers never consume one
     queue at once, even with different views."""
+    from lab_cluster.clock import monotonic_ms
     from lab_cluster.wire import DuplexClient
     from rocketmq_client.instance import broker_name
 
     _start_producer(cluster, rate=40)
     _wait_produced(cluster, 3)
-    from lab_cluster.clock import monotonic_ms
-
     c1, c2 = group.add("c1", messageListener="orderly"), group.add("c2", messageListener="orderly")
     wait_for(lambda: group.settled(["c1", "c2"]), "c1 and c2 to split the queues")
     # Judge the locks once each consumer has renewed every queue it holds (`lockAll`, every 20 s) since the
@@ -122,16 +121,11 @@ def test_orderly_consumers_hold_their_queues_locks_at_the_broker(cluster, group)
     # channel it was sent on; RocketMQ's broker, too, hands the two to a thread pool, not in order); the
     # holder's next lockAll takes the free lock again. One CI run (code of 63679ea) caught such a moment.
     split_ms = monotonic_ms()
-
-    def held(consumer):
-        with consumer._table_lock:
-            return {mq: pq for mq, pq in consumer.rebalance_impl.table.items() if not pq.dropped}
-
     wait_for(lambda: group.settled(["c1", "c2"]) and all(
-        pq.locked and pq.last_lock_ms > split_ms for c in (c1, c2) for pq in held(c).values()),
+        pq.locked and pq.last_lock_ms > split_ms for c in (c1, c2) for pq in c.held().values()),
         "c1 and c2 to renew the locks of every queue they hold", timeout_s=90)
     for consumer in (c1, c2):
-        for mq in held(consumer):
+        for mq in consumer.held():
             broker_id = int(mq[1].split("-")[1])
             assert mq[1] == broker_name(broker_id)
             other = DuplexClient("127.0.0.1", cluster.brokers[broker_id].port, client_id="127.0.0.1@intruder")

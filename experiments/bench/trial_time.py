@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from experiments.digest import NS_PER_S
 from lab_cluster.trace_reader import COLUMNAR_FILE
 
 PHASES = ("cluster", "forming", "converging", "holding", "stopping", "outside_trace")
-NS_PER_S = 1e9
 
 
 def add_parser(sub) -> None:
@@ -98,11 +98,12 @@ def measure(run_dir: Path) -> dict:
         trial_dir = run_dir / "trials" / row["trial"]
         if not (trial_dir / COLUMNAR_FILE).exists():
             continue  # a trial that never ran (or kept no traces) has no phases to read
-        seconds = phases(scenario_events(trial_dir), row["wall_s"] or 0.0)
+        wall_s = row["wall_s"] or 0.0
+        seconds = phases(scenario_events(trial_dir), wall_s)
         for key in (f"{row['experiment']}/{row['design']}", "all"):
             group = sums[key]
             group["trials"] += 1
-            group["wall_s"] += row["wall_s"] or 0.0
+            group["wall_s"] += wall_s
             for name, value in seconds.items():
                 group[name] += value
     return {key: {name: round(value, 1) if isinstance(value, float) else value for name, value in group.items()}
