@@ -289,4 +289,5 @@ def _series(s: pd.Series) -> str:
 #: 6: a real client's linear-control finding judged per round (`_linear_control`); the convergence limit grows
 #: with N (`converge_limit_s`)
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=6)
+                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=6,
+                        full_section="experiments.report.herd:herd_full_section")

@@ -84,6 +84,9 @@ class Experiment:
     #: its computed part, if any: (profile) -> {table name: rows}, derived without a cluster; `run` and
     #: `reproduce` store the tables in the run, and `findings(summary, computed)` and the section read them there
     compute: Callable[[str], dict[str, pd.DataFrame]] | None = None
+    #: "module:function" rendering the section of its full-profile run, published apart from the quick
+    #: reproduction (`report/full_runs.py`), from (that run's summary rows, its StoredRun); None: it has none
+    full_section: str | None = None
 
     def check(self, summary: pd.DataFrame, computed: dict[str, pd.DataFrame] | None = None) -> list[Finding]:
         """The findings on a run's stored results: its summary rows of this experiment and, for an experiment
@@ -96,4 +99,9 @@ class Experiment:
         # resolved when a report is rendered: the report modules import matplotlib, which running trials
         # does not need, and they import the experiment modules (no cycle)
         module, function = self.section.split(":")
+        return getattr(importlib.import_module(module), function)(rows, run)
+
+    def render_full_section(self, rows: pd.DataFrame, run: StoredRun) -> str:
+        """The section of its full-profile run (`full_section`), resolved as `render_section`'s."""
+        module, function = self.full_section.split(":")
         return getattr(importlib.import_module(module), function)(rows, run)

@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import herd  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
+from experiments.report.parts import STYLE, cell, findings_list, table  # noqa: E402
 
 HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("zk_requests_per_change", "ZK requests"), ("membership_reads_per_change", "of them registration reads"),
@@ -40,38 +40,14 @@ HERD_FIGURES = [("notifications_per_change", "notifications to consumers (ZooKee
 
 def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
     configs, env, figures, root = run.configs, run.env, run.figures, run.root
-    ok = summary[summary.status == "ok"]
-    ns = sorted(summary.consumers.dropna().unique().astype(int))
-    setup = [("designs", ", ".join(sorted(summary.design.unique()))), ("group sizes N", ", ".join(map(str, ns))),
-             ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
-             ("scenario", "stable group of N; `j1` joins (N -> N+1); `j1` leaves gracefully (N+1 -> N)"),
-             ("TubeMQ's scenario", "every node in its own process, told N as its `sourceCount`; `j1` joins (its "
-                                   "`nodeId` N is past the group's); then `c1` (node 0) departs gracefully; the "
-                                   f"runner watches each change for {herd.TUBEMQ_WATCH_S:.0f} s, as neither can "
-                                   "converge"),
-             ("ZooKeeper", f"{run.spec(herd.NAME, 'zk_servers')} server per trial"),
-             ("brokers", f"{run.spec(herd.NAME, 'brokers')} per trial, each hosting a group coordinator and "
-                         "RocketMQ's consumer table; TubeMQ's master and broker side")]
-    config_rows = []
-    for design, config in sorted(configs.items()):
-        for key, value in sorted(config.items()):
-            config_rows.append((design, key, value))
-    tables = []
-    for design in STYLE:
-        for change in CHANGES:
-            rows = ok[(ok.design == design) & (ok.change == change)].sort_values("consumers")
-            if rows.empty:
-                continue
-            tables.append(f"**{STYLE[design][1]}, {change}**\n\n" + table(
-                [label for _, label in HERD_TABLE], rows[[c for c, _ in HERD_TABLE]].itertuples(index=False)))
-    figure = _herd_figure(ok, figures / "herd.png")
-    overhead_rows = _overhead_rows(summary)
-    checked = herd.findings(summary)
+    figure = _herd_figure(summary[summary.status == "ok"], figures / "herd.png")
+    config_rows = [(design, key, value) for design, config in sorted(configs.items())
+                   for key, value in sorted(config.items())]
     return f"""## Herd: {herd.QUESTION}
 
 **Set-up.**
 
-{table(["", ""], setup)}
+{table(["", ""], setup_rows(summary, run))}
 
 Consumer configuration as the consumers recorded it (the lab's departures from
 the defaults: `auto.offset.reset` from the start of the log, so that every
@@ -85,22 +61,14 @@ produced message is one a consumer must process):
 
 **Results** (one row per N; metrics per change, DESIGN.md §4):
 
-{chr(10).join(t + chr(10) for t in tables)}
+{results_tables(summary)}
 ![herd: cost of one change against N]({figure.relative_to(root).as_posix()})
 
-**The lab's own overhead** in each trial, as its consumer hosts measured it
-(`lab_cluster/host_health.py`): how late their threads woke, the CPU they took,
-and the ZooKeeper-era sessions' pings, on this machine
-({env.get('machine', {}).get('cpus', '?')} CPUs, {env.get('machine', {}).get('cpu', '?')}). A trial whose host
-woke later than a third of its session timeout is `invalid` and left out of the results above: its
-figures would be the lab's, not the design's (`experiments/overhead.py`).
-
-{table(["design", *(label for _, label in OVERHEAD_TABLE)], overhead_rows) if overhead_rows else
- "(this run's traces have no host measurements: recorded by an older lab)"}
+{overhead_part(summary, env)}
 
 **The finding, checked on these results** (`experiments/catalogue/herd.py: findings`):
 
-{findings_list(checked)}
+{findings_list(herd.findings(summary))}
 
 **What to take from it.** In the ZooKeeper era nobody coordinates: every
 consumer keeps its own watch on `/consumers/<group>/ids`
@@ -159,6 +127,49 @@ others none, so a departing node may hold nothing ("the leaver held").
 **Reproduce:** `python -m experiments run herd --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
 
 
+def setup_rows(summary: pd.DataFrame, run: StoredRun) -> list[tuple[str, str]]:
+    """The set-up table's rows: designs, N, P, the scenarios, the servers of each trial."""
+    ns = sorted(summary.consumers.dropna().unique().astype(int))
+    return [("designs", ", ".join(sorted(summary.design.unique()))), ("group sizes N", ", ".join(map(str, ns))),
+            ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
+            ("scenario", "stable group of N; `j1` joins (N -> N+1); `j1` leaves gracefully (N+1 -> N)"),
+            ("TubeMQ's scenario", "every node in its own process, told N as its `sourceCount`; `j1` joins (its "
+                                  "`nodeId` N is past the group's); then `c1` (node 0) departs gracefully; the "
+                                  f"runner watches each change for {herd.TUBEMQ_WATCH_S:.0f} s, as neither can "
+                                  "converge"),
+            ("ZooKeeper", f"{run.spec(herd.NAME, 'zk_servers')} server per trial"),
+            ("brokers", f"{run.spec(herd.NAME, 'brokers')} per trial, each hosting a group coordinator and "
+                        "RocketMQ's consumer table; TubeMQ's master and broker side")]
+
+
+def results_tables(summary: pd.DataFrame) -> str:
+    """One table per design and change of the trials that ended ok, a row per N (`HERD_TABLE`)."""
+    ok = summary[summary.status == "ok"]
+    tables = []
+    for design in STYLE:
+        for change in CHANGES:
+            rows = ok[(ok.design == design) & (ok.change == change)].sort_values("consumers")
+            if not rows.empty:
+                tables.append(f"**{STYLE[design][1]}, {change}**\n\n" + table(
+                    [label for _, label in HERD_TABLE], rows[[c for c, _ in HERD_TABLE]].itertuples(index=False)))
+    return "\n".join(t + "\n" for t in tables)
+
+
+def overhead_part(summary: pd.DataFrame, env: dict) -> str:
+    """The lab's own overhead in each trial, with the machine it ran on and the rule that makes a trial invalid."""
+    rows = _overhead_rows(summary)
+    machine = env.get("machine", {})
+    return f"""**The lab's own overhead** in each trial, as its consumer hosts measured it
+(`lab_cluster/host_health.py`): how late their threads woke, the CPU they took,
+and the ZooKeeper-era sessions' pings, on this machine
+({machine.get('cpus', '?')} CPUs, {machine.get('cpu', '?')}). A trial whose host
+woke later than a third of its session timeout is `invalid` and left out of the results above: its
+figures would be the lab's, not the design's (`experiments/overhead.py`).
+
+{table(["design", *(label for _, label in OVERHEAD_TABLE)], rows) if rows else
+ "(this run's traces have no host measurements: recorded by an older lab)"}"""
+
+
 def _overhead_rows(summary: pd.DataFrame) -> list[tuple]:
     """One row per herd trial that has host measurements: design and the `OVERHEAD_TABLE` columns."""
     trials = summary[summary.experiment == herd.NAME].drop_duplicates("trial")
@@ -191,3 +202,97 @@ def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+#: the costs whose growth with N the full-profile section sums up: (metric, label)
+GROWTH = [("control_messages_per_change", "control messages"), ("zk_requests_per_change", "ZK requests"),
+          ("convergence_ms", "convergence ms")]
+
+
+def herd_full_section(summary: pd.DataFrame, run: StoredRun) -> str:
+    """The herd's full-profile run (`report/full_runs.py`): N up to 256 here, with the machine it ran on."""
+    env, machine = run.env, run.env.get("machine", {})
+    ok = summary[summary.status == "ok"]
+    figure = _herd_figure(ok, run.figures / "herd-full.png")
+    trials = summary.drop_duplicates("trial")
+    ended_ok = (trials.status == "ok").sum()
+    largest = int(summary.consumers.max())
+    converging = {s["design"] for s in run.grid if s["experiment"] == herd.NAME and s["converge_required"]}
+    return f"""## Herd at full size: N up to {largest}
+
+The quick profile above stops at N = {herd.PROFILES['quick']['consumers'][-1]}, where the herd is only
+beginning. This is one run of the full profile, stored apart from the quick reproduction
+(`report/full/herd/`) because it takes far longer: `{env.get('command', '?')}`, {env.get('date', '?')},
+lab commit `{env.get('lab_commit', '?')}`. Its {len(trials)} trials' wall times sum to
+{trials.wall_s.sum() / 3600:.1f} h, on {machine.get('cpus', '?')} CPUs
+({machine.get('cpu', '?')}), {machine.get('memory_gib', '?')} GiB, ZooKeeper {env.get('zk_version', '?')}
+(`{env.get('zk_backend', '?')}`), Spark {env.get('spark_version', '?')} (`{env.get('spark_master', '?')}`).
+{ended_ok} of {len(trials)} ended ok; a trial whose hosts were starved is `invalid`
+(`experiments/overhead.py`), and a run with one is not published (`experiments/report/full_runs.py`). The
+runner gives a group of N max(90 s, {herd.CONVERGE_S_PER_MEMBER:.0f} s × N) to converge
+(`herd.converge_limit_s`): the lab's patience, not the design's.
+
+**Set-up.**
+
+{table(["", ""], setup_rows(summary, run))}
+
+**At the largest N.** {_at_largest(ok, largest, converging)}
+
+**How each cost grows with N** (the smallest and the largest N of the trials that ended ok, and the log-log
+slope over every N: 1 is linear, 2 quadratic):
+
+{table(["design", "change", "N", *(f"{label}, slope" for _, label in GROWTH)], _growth_rows(ok))}
+
+**Results** (one row per N; metrics per change, DESIGN.md §4):
+
+{results_tables(summary)}
+![herd at full size: cost of one change against N]({figure.relative_to(run.root).as_posix()})
+
+{overhead_part(summary, env)}
+
+**The finding, checked on these results** (`experiments/catalogue/herd.py: findings`):
+
+{findings_list(herd.findings(summary))}
+
+**Reproduce:** `python -m experiments run herd --profile full`, then `python -m experiments report RUN_DIR
+--publish` to put it here."""
+
+
+def _growth_rows(ok: pd.DataFrame) -> list[tuple]:
+    """Per design and change: N's range, and per `GROWTH` cost its values at both ends and its log-log slope."""
+    rows = []
+    for design in STYLE:
+        for change in CHANGES:
+            series = [herd.per_n(ok, design, change, metric) for metric, _ in GROWTH]
+            if series[0].empty:
+                continue
+            ns = series[0].index
+            cells = [_growth(s) for s in series]
+            rows.append((STYLE[design][1], change, f"{ns[0]} to {ns[-1]}", *cells))
+    return rows
+
+
+def _growth(s: pd.Series) -> str:
+    """`first → last, slope` of a cost per N (no slope where fewer than two values are above zero)."""
+    if s.isna().all():
+        return "–"
+    slope = herd.loglog_slope(s.index, s.values)
+    return f"{cell(s.iloc[0])} → {cell(s.iloc[-1])}" + ("" if pd.isna(slope) else f", {slope:.2f}")
+
+
+def _at_largest(ok: pd.DataFrame, n: int, converging: set[str]) -> str:
+    """One join at N = `n`, design by design: who was told, what it cost, and how long the designs that
+    converge took (TubeMQ's client balance refuses the newcomer: nothing converges)."""
+    rows = ok[(ok.consumers == n) & (ok.change == "join")]
+    said = []
+    for design in STYLE:
+        r = rows[rows.design == design]
+        if r.empty:
+            continue
+        r = r.iloc[0]
+        took = (f", converged in {r.convergence_ms / 1000:,.1f} s" if design in converging
+                and pd.notna(r.convergence_ms) else "")
+        said.append(f"{STYLE[design][1]}: {cell(r.notifications_per_change)} notifications, "
+                    f"{cell(r.control_messages_per_change)} control messages{took}")
+    return (f"One join to a group of {n}: " + "; ".join(said) + "." if said
+            else f"No trial at N = {n} ended ok.")

@@ -12,7 +12,9 @@ the report a user came to reproduce. Two things read the published report:
   `summary.csv` and the published `report/summary.csv`. A published report an
   older lab rendered may lack a column today's findings read
   (`missing_columns`): its side is then not checked, and `verdict` says why.
-- `publish(run_dir)`: what `report RUN_DIR --publish` does. It refuses, saying
+- `publish(run_dir)`: what `report RUN_DIR --publish` does (a run of one
+  experiment's full profile joins the published report instead of replacing it:
+  `full_runs.py`). It refuses, saying
   why, a run with a failed trial, a run that lacks an experiment the published
   report has (it would drop that section), and a run made by code that was not
   committed (its `lab_commit` ends in `+dirty` or is unknown): every number in
@@ -148,15 +150,20 @@ def refusals(run_dir: Path) -> list[str]:
 
 
 def publish(run_dir: Path) -> Path:
-    """Render `run_dir` as the published report, or a LabError that says why it may not be."""
+    """Render `run_dir` as the published report, or a LabError that says why it may not be. A run of one
+    experiment's full profile joins the published report instead (`full_runs.py`); the published full-profile
+    runs stay when a run replaces it."""
+    from experiments.report import full_runs
     from experiments.report.render import render
 
+    if full_runs.is_full_run(run_dir):
+        return full_runs.publish_full(run_dir)
     problems = refusals(run_dir)
     if problems:
         raise LabError(f"{run_dir} cannot be published: " + "; ".join(problems) + ". REPORT.md and report/ are "
                        "unchanged.", "Publish a `reproduce` run of committed code whose trials all ended ok; its "
                        "own report is in the run directory either way.")
-    return render(run_dir, REPORT)
+    return render(run_dir, REPORT, full_dir=SOURCES / full_runs.FULL)
 
 
 def is_published_sources(path: Path) -> bool:

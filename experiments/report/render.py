@@ -4,7 +4,8 @@
 `configs.json` and `grid.json` (the trial specs, for the config overrides) of a
 run directory (see `engine/store.py`), `timelines.csv`/`marks.csv` and the
 experiments' computed parts (`computed/`) where the run has them, copies the
-source files to `<out's folder>/report/`, and writes the
+source files to `<out's folder>/report/` (with the full-profile runs stored
+beside them, `full_runs.py`), and writes the
 Markdown: a header, the environment, each experiment's section in the
 catalogue's order (`catalogue/__init__.py`; each draws its figures, matplotlib,
 headless, into `report/figures/`), the real Kafka clients beside the lab's
@@ -69,10 +70,14 @@ def checked_findings(summary: pd.DataFrame, computed: dict[str, dict[str, pd.Dat
                                                   computed.get(name))).values()]
 
 
-def render(run_dir: Path, out: Path | None = None) -> Path:
+def render(run_dir: Path, out: Path | None = None, full_dir: Path | None = None) -> Path:
     """Render `run_dir`'s report into `out` (default: `run_dir/REPORT.md`), its figures and sources into
-    the `report/` folder beside it."""
+    the `report/` folder beside it, with the full-profile runs stored in `full_dir` (default: `run_dir/full`;
+    `full_runs.py`) after their experiments' sections."""
+    from experiments.report import full_runs
+
     out = out or run_dir / "REPORT.md"
+    full_dir = full_dir or run_dir / full_runs.FULL
     summary, env, configs, grid = load(run_dir)
     report_dir = out.parent / "report"
     figures = report_dir / "figures"
@@ -87,12 +92,15 @@ def render(run_dir: Path, out: Path | None = None) -> Path:
         shutil.rmtree(report_dir / store.COMPUTED, ignore_errors=True)  # no other run's tables may stay beside ours
         if computed:
             shutil.copytree(run_dir / store.COMPUTED, report_dir / store.COMPUTED)
+    full_runs.copy_runs(full_dir, report_dir)
+    full_sections = full_runs.sections(report_dir / full_runs.FULL, report_dir, out.parent)
     run = StoredRun(env, configs, grid, figures, out.parent, timelines, computed)
     parts = [_header(env), _environment(env)]
     for name, experiment in EXPERIMENTS.items():
         rows = summary[summary.experiment == name]
         if not rows.empty:
             parts.append(experiment.render_section(rows, run))
+            parts.append(full_sections.get(name, ""))
     parts.append(real_clients_section(summary))
     parts.append(designs_compared(summary))
     parts.append(_failures(summary))
