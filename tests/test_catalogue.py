@@ -24,8 +24,9 @@ def test_an_experiment_brings_its_trials_marker_and_report_section(name):
         specs = experiment.grid(profile)
         assert specs and {s.experiment for s in specs} == {name}
         assert {s.design for s in specs} == set(experiment.designs)
-    module, function = experiment.section.split(":")
-    assert callable(getattr(__import__(module, fromlist=[function]), function))
+    for section in (experiment.section, experiment.full_section or experiment.section):
+        module, function = section.split(":")
+        assert callable(getattr(__import__(module, fromlist=[function]), function))
 
 
 def test_designs_are_those_the_experiments_run_in_a_stable_order():

@@ -9,7 +9,8 @@
 - `run` and `reproduce` first store each experiment's computed part, if it has one (`Experiment.compute`), in
   `DIR/computed/<experiment>/`: derived without a cluster, so before the trials.
 - `report RUN_DIR [--publish]`: re-render a run's report from its stored results, running nothing; with
-  `--publish`, as the lab's REPORT.md and report/ (`published.py` says when it refuses).
+  `--publish`, as the lab's REPORT.md and report/ (`published.py` says when it refuses); a run of one
+  experiment's full profile joins them instead, after that experiment's section (`report/full_runs.py`).
 
 No run writes the published REPORT.md: only `--publish` does.
 """
@@ -55,7 +56,8 @@ def add_parsers(sub) -> None:
     where = report.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, help="write the report here (default: RUN_DIR/REPORT.md)")
     where.add_argument("--publish", action="store_true",
-                       help="replace the lab's REPORT.md and report/ (refused if a trial failed)")
+                       help="replace the lab's REPORT.md and report/ (refused if a trial failed); a run of one "
+                            "experiment's full profile joins them instead (report/full/<experiment>/)")
     report.set_defaults(run=run_report)
 
 
