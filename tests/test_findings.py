@@ -4,12 +4,14 @@ finding by it, never by the start of its claim's wording (a reworded claim once 
 
 from __future__ import annotations
 
+import doctest
 import re
 
 import pandas as pd
 import pytest
 
-from experiments.catalogue.herd import _linear_control
+from experiments.catalogue import herd
+from experiments.catalogue.herd import _like_the_labs_consumer, _linear_control
 from experiments.engine.families import FAMILIES
 from experiments.engine.finding import Finding, by_id
 from experiments.report import published
@@ -50,3 +52,29 @@ def test_a_real_clients_linear_control_is_judged_per_round_and_the_labs_consumer
     # a real client whose every round grows faster than N still fails
     quadratic = {4: (16, 1), 8: (64, 1), 16: (256, 1)}
     assert not _linear_control(_herd_rows("librdkafka", quadratic), "librdkafka", "client", "leave").holds
+
+
+def _revoking_rows(design: str, partitions: int, revoking: dict[int, int]) -> pd.DataFrame:
+    """Summary rows of herd join trials at P = `partitions`: N -> members that revoked, in one round."""
+    return pd.DataFrame([{"experiment": "herd", "design": design, "change": "join", "status": "ok", "consumers": n,
+                          "partitions": partitions, "members_revoking": r, "generations": 1}
+                         for n, r in revoking.items()])
+
+
+def test_a_real_clients_group_wide_stop_counts_the_members_that_own_a_partition():
+    # the full profile's run at P=32: past N=32, members beyond the 32nd own nothing and revoke nothing
+    owners = {16: 16, 32: 32, 64: 32, 256: 32}
+    rows = pd.concat([_revoking_rows("modern", 32, owners), _revoking_rows("kafka-python", 32, owners)])
+    assert _like_the_labs_consumer(rows, "kafka-python", "client", "join").holds
+    # a client that leaves an owner holding its partitions through the round is not the eager stop
+    short = pd.concat([_revoking_rows("modern", 32, owners),
+                       _revoking_rows("kafka-python", 32, {**owners, 64: 31})])
+    assert not _like_the_labs_consumer(short, "kafka-python", "client", "join").holds
+    # while N <= P, every one of the N members revokes, as before
+    few = pd.concat([_revoking_rows("modern", 256, {4: 4, 8: 8, 16: 16}),
+                     _revoking_rows("librdkafka", 256, {4: 4, 8: 8, 16: 15})])
+    assert not _like_the_labs_consumer(few, "librdkafka", "client", "join").holds
+
+
+def test_the_herd_modules_worked_examples():
+    assert doctest.testmod(herd).failed == 0

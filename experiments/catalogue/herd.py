@@ -223,17 +223,32 @@ def _like_the_labs_consumer(summary: pd.DataFrame, design: str, label: str, chan
     lab's member polls every 100 ms (`kafka_clients/kafka_python_member.py`), which makes the window frequent."""
     theirs = {m: per_n(summary, design, change, m) for m in ("generations", "members_revoking")}
     ours = {m: per_n(summary, "modern", change, m) for m in ("generations", "members_revoking")}
+    owners = _owners(summary, design, change)
     common = [n for n in theirs["members_revoking"].index if n in ours["members_revoking"].index]
-    same = (len(common) >= 3 and all(theirs["members_revoking"].loc[n] == ours["members_revoking"].loc[n] == n
-                                     for n in common)
+    same = (len(common) >= 3 and all(theirs["members_revoking"].loc[n] == ours["members_revoking"].loc[n]
+                                     == owners.loc[n] for n in common)
             and all(theirs["generations"].loc[n] >= 1 for n in common))
     return Finding(f"{design}-{change}-stops-the-group-as-the-lab-consumer",
                    f"{label}, {change}: the eager protocol's group-wide stop, as with the lab's consumer on the same "
-                   "coordinator: at every N, every one of the N other members revokes, in at least one round",
+                   "coordinator: at every N, every one of the N other members that owns a partition (all N while "
+                   "N <= P) revokes, in at least one round",
                    bool(same),
                    f"members revoking {_series(theirs['members_revoking'])} (lab's "
                    f"{_series(ours['members_revoking'])}); rounds {_series(theirs['generations'])} (lab's "
                    f"{_series(ours['generations'])})")
+
+
+def _owners(summary: pd.DataFrame, design: str, change: str) -> pd.Series:
+    """Per N, how many of the N members other than the joiner or leaver own a partition under the eager
+    protocol's range split: all N while N <= P, else P (members past the P-th get none, and the joiner or
+    leaver, `j1`, sorts after every `c` member). A member that owns nothing has nothing to revoke.
+
+    >>> _owners(pd.DataFrame({"experiment": "herd", "design": "modern", "change": "join", "status": "ok",
+    ...                       "consumers": [16, 32, 64], "partitions": 32}), "modern", "join").tolist()
+    [16, 32, 32]
+    """
+    partitions = per_n(summary, design, change, "partitions")
+    return pd.Series(np.minimum(partitions.index, partitions.values).astype(int), index=partitions.index)
 
 
 def _kip848_revokes_only_moving(summary: pd.DataFrame, change: str) -> Finding:
@@ -287,7 +302,8 @@ def _series(s: pd.Series) -> str:
 #: (at least (members after)² per change), all requests as evidence; 3: RocketMQ's family, told by every broker;
 #: 4: TubeMQ's family (a refused newcomer, a departed node's share left to nobody); 5: KIP-848's consumer protocol;
 #: 6: a real client's linear-control finding judged per round (`_linear_control`); the convergence limit grows
-#: with N (`converge_limit_s`)
+#: with N (`converge_limit_s`); 7: a real client's group-wide stop counts the members that own a partition
+#: (min(N, P): the full profile's run at P=32 has N up to 256)
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=6,
+                        section="experiments.report.herd:herd_section", keeps_timelines=False, version=7,
                         full_section="experiments.report.herd:herd_full_section")

@@ -232,7 +232,7 @@ lab commit `{env.get('lab_commit', '?')}`. Its {len(trials)} trials' wall times 
 runner gives a group of N max(90 s, {herd.CONVERGE_S_PER_MEMBER:.0f} s × N) to converge
 (`herd.converge_limit_s`): the lab's patience, not the design's.
 
-**Set-up.**
+**Set-up.**{_partitions_note(summary)}
 
 {table(["", ""], setup_rows(summary, run))}
 
@@ -254,8 +254,8 @@ slope over every N: 1 is linear, 2 quadratic):
 
 {findings_list(herd.findings(summary))}
 
-**Reproduce:** `python -m experiments run herd --profile full`, then `python -m experiments report RUN_DIR
---publish` to put it here."""
+**Reproduce:** `{env.get('command', 'python -m experiments run herd --profile full')}`, then
+`python -m experiments report RUN_DIR --publish` to put it here."""
 
 
 def _growth_rows(ok: pd.DataFrame) -> list[tuple]:
@@ -270,6 +270,15 @@ def _growth_rows(ok: pd.DataFrame) -> list[tuple]:
             cells = [_growth(s) for s in series]
             rows.append((STYLE[design][1], change, f"{ns[0]} to {ns[-1]}", *cells))
     return rows
+
+
+def _partitions_note(summary: pd.DataFrame) -> str:
+    """Says so where the run's P is not the full profile's (`run herd --profile full --partitions P`)."""
+    ps, profile_p = sorted(summary.partitions.unique()), herd.PROFILES["full"]["partitions"]
+    if ps == [profile_p]:
+        return ""
+    return (f" P is {', '.join(str(int(p)) for p in ps)}, as the run was given it (`--partitions`), not the full "
+            f"profile's {profile_p}: the README's \"The lab's own overhead\" says why.")
 
 
 def _growth(s: pd.Series) -> str:

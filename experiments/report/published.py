@@ -127,9 +127,12 @@ def save(outcomes: list[Outcome], run_dir: Path) -> Path:
 
 
 def refusals(run_dir: Path) -> list[str]:
-    """Why `run_dir` may not replace the published report (empty: it may)."""
+    """Why `run_dir` may not replace the published report, or join it as a full-profile run (empty: it may)."""
+    from experiments.report import full_runs
     from experiments.report.render import load
 
+    if full_runs.is_full_run(run_dir):
+        return full_runs.refusals(run_dir)
     summary, env, _, _ = load(run_dir)
     problems = []
     failed = summary[summary.status != "ok"].drop_duplicates("trial")
