@@ -277,8 +277,12 @@ def _partitions_note(summary: pd.DataFrame) -> str:
     ps, profile_p = sorted(summary.partitions.unique()), herd.PROFILES["full"]["partitions"]
     if ps == [profile_p]:
         return ""
-    return (f" P is {', '.join(str(int(p)) for p in ps)}, as the run was given it (`--partitions`), not the full "
+    note = (f" P is {', '.join(str(int(p)) for p in ps)}, as the run was given it (`--partitions`), not the full "
             f"profile's {profile_p}: the README's \"The lab's own overhead\" says why.")
+    if max(ps) < summary.consumers.max():
+        note += (" Past N = P, the members beyond the P-th own nothing: a change may move no partition at all, and "
+                 "what it still costs is the protocol's alone.")
+    return note
 
 
 def _growth(s: pd.Series) -> str:
@@ -301,7 +305,7 @@ def _at_largest(ok: pd.DataFrame, n: int, converging: set[str]) -> str:
         r = r.iloc[0]
         took = (f", converged in {r.convergence_ms / 1000:,.1f} s" if design in converging
                 and pd.notna(r.convergence_ms) else "")
-        said.append(f"{STYLE[design][1]}: {cell(r.notifications_per_change)} notifications, "
-                    f"{cell(r.control_messages_per_change)} control messages{took}")
+        said.append(f"{STYLE[design][1]}: {cell(float(r.notifications_per_change))} notifications, "
+                    f"{cell(float(r.control_messages_per_change))} control messages{took}")
     return (f"One join to a group of {n}: " + "; ".join(said) + "." if said
             else f"No trial at N = {n} ended ok.")
