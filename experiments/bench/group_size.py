@@ -102,12 +102,15 @@ def run(args) -> int:
     doc.update({"benchmark": "group-size", "machine": machine()})
     sizes = [int(s) for s in args.sizes.split(",")]
     sweeps = doc.setdefault("cluster" if args.master.startswith("spark://") else "local", {})
+    # the code the trials run, read once before the sweep writes anything: its own figures file, written after
+    # every point, would otherwise mark every later design's sweep `+dirty`, and a commit made meanwhile be taken
+    commit = lab_commit()
     work = make_temp_dir("bench-group-size")
     try:
         for design in args.designs.split(","):
             sweep = {"profile": args.profile, "partitions": herd.PROFILES[args.profile]["partitions"],
                      "sizes": sizes, "points": [], "largest_valid_n": None, "master": args.master,
-                     "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "lab_commit": lab_commit()}
+                     "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "lab_commit": commit}
             keep_before(sweeps, design, sweep)
             for n in sizes:
                 console.print(f"{design}: N={n} ...")
@@ -116,6 +119,8 @@ def run(args) -> int:
                 try:
                     point = measure(local_session(args.master), design, n, args.profile, work)
                 except Exception as exc:  # the benchmark's own failure, not the design's: said so, and stop
+                    if interrupted(exc):
+                        raise KeyboardInterrupt from exc
                     point = {"consumers": n, "status": "error",
                              "reason": f"the benchmark could not run or analyse this trial: {type(exc).__name__}: "
                                        f"{str(exc).splitlines()[0] if str(exc) else ''}"}
@@ -133,6 +138,30 @@ def run(args) -> int:
     _write(out, doc)
     console.print(f"written to {out}")
     return 0
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether `exc` came of a Ctrl-C: PySpark's SIGINT handler cancels the running jobs and raises
+    KeyboardInterrupt inside the Py4J call, which surfaces as a Py4J error with the interrupt in its chain. Such
+    a point is the user's stop, not the benchmark's failure: the sweep stops rather than going on to the next
+    design.
+
+    >>> try:
+    ...     try:
+    ...         raise KeyboardInterrupt
+    ...     except KeyboardInterrupt:
+    ...         raise RuntimeError("An error occurred while calling o48232.getResult")
+    ... except RuntimeError as exc:
+    ...     interrupted(exc), interrupted(RuntimeError("an analysis ran out of memory"))
+    (True, False)
+    """
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _write(out: Path, doc: dict) -> None:
