@@ -103,4 +103,4 @@ def test_publishing_a_full_run_refuses_failed_trials_uncommitted_code_and_experi
 
 
 def _refusal(run_dir: Path) -> str:
-    return "; ".join(full_runs.refusals(run_dir))
+    return "; ".join(published.refusals(run_dir))

@@ -96,12 +96,15 @@ class Experiment:
         return self.findings(summary, computed or {})
 
     def render_section(self, rows: pd.DataFrame, run: StoredRun) -> str:
-        # resolved when a report is rendered: the report modules import matplotlib, which running trials
-        # does not need, and they import the experiment modules (no cycle)
-        module, function = self.section.split(":")
-        return getattr(importlib.import_module(module), function)(rows, run)
+        return _resolve(self.section)(rows, run)
 
     def render_full_section(self, rows: pd.DataFrame, run: StoredRun) -> str:
-        """The section of its full-profile run (`full_section`), resolved as `render_section`'s."""
-        module, function = self.full_section.split(":")
-        return getattr(importlib.import_module(module), function)(rows, run)
+        """The section of its full-profile run (`full_section`)."""
+        return _resolve(self.full_section)(rows, run)
+
+
+def _resolve(ref: str) -> Callable[[pd.DataFrame, StoredRun], str]:
+    """A section's "module:function", resolved only when a report is rendered: the report modules import
+    matplotlib, which running trials does not need, and they import the experiment modules (no cycle)."""
+    module, function = ref.split(":")
+    return getattr(importlib.import_module(module), function)

@@ -18,8 +18,7 @@ Such a run is published on its own, and then stays:
 
 The same rules hold as for the main report (`published.py`): a run with a
 failed or invalid trial, or made by uncommitted code, is refused, and so is a
-run that is not one experiment's full profile, or of an experiment whose report
-has no full section.
+run of an experiment whose report has no full section.
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+
+import pandas as pd
 
 from experiments.catalogue import EXPERIMENTS
 from experiments.engine import store
@@ -37,11 +38,9 @@ from lab_cluster.errors import LabError
 FULL = "full"
 
 
-def is_full_run(run_dir: Path) -> bool:
-    """Whether `run_dir` is a run of one experiment's full profile (what `publish_full` takes)."""
-    from experiments.report.render import load
-
-    summary, env, _, _ = load(run_dir)
+def is_full_run(summary: pd.DataFrame, env: dict) -> bool:
+    """Whether a run's stored results (`render.load`) are of one experiment's full profile: what
+    `publish_full` takes."""
     return env.get("profile") == "full" and summary.experiment.nunique() == 1
 
 
@@ -72,27 +71,13 @@ def copy_runs(full_dir: Path, report_dir: Path) -> None:
         shutil.copytree(full_dir, target)
 
 
-def refusals(run_dir: Path) -> list[str]:
-    """Why `run_dir` may not be published as a full-profile run (empty: it may)."""
+def refusals(summary: pd.DataFrame, env: dict) -> list[str]:
+    """Why a full-profile run (`is_full_run`) may not join the published report (empty: it may)."""
     from experiments.report import published
-    from experiments.report.render import load
 
-    summary, env, _, _ = load(run_dir)
-    problems = []
-    names = sorted(summary.experiment.unique())
-    if env.get("profile") != "full" or len(names) != 1:
-        problems.append(f"it is not one experiment's full profile (profile {env.get('profile', '?')}, experiments "
-                        f"{', '.join(names)})")
-    elif EXPERIMENTS[names[0]].full_section is None:
-        problems.append(f"the report has no full-profile section for {names[0]}")
-    failed = summary[summary.status != "ok"].drop_duplicates("trial")
-    if not failed.empty:
-        problems.append(f"{len(failed)} of {summary.trial.nunique()} trials failed or were invalid "
-                        f"({', '.join(failed.trial.head(3))}{', ...' if len(failed) > 3 else ''}): "
-                        f"{failed.reason.iloc[0]}")
-    commit = env.get("lab_commit", "unknown")
-    if commit == "unknown" or commit.endswith("+dirty"):
-        problems.append(f"it was made by code that was not committed (lab commit {commit})")
+    name = summary.experiment.iloc[0]
+    problems = [] if EXPERIMENTS[name].full_section else [f"the report has no full-profile section for {name}"]
+    problems += published.trial_and_commit_problems(summary, env)
     if published.published_summary() is None:
         problems.append("there is no published report to add it to (publish a `reproduce` run first)")
     return problems
@@ -102,23 +87,19 @@ def publish_full(run_dir: Path) -> Path:
     """Store `run_dir` as the published report's full-profile run of its experiment and render REPORT.md again
     from the published sources; a LabError that says why where it may not be. A failed rendering puts the
     previous full run back."""
-    from experiments.report import published
-    from experiments.report.render import SOURCES as RUN_SOURCES
-    from experiments.report.render import render
+    from experiments.report import published, render
 
-    problems = refusals(run_dir)
+    summary, env, _, _ = render.load(run_dir)
+    problems = refusals(summary, env)
     if problems:
         raise LabError(f"{run_dir} cannot be published as a full-profile run: " + "; ".join(problems)
                        + ". REPORT.md and report/ are unchanged.",
                        "Publish a `run <experiment> --profile full` of committed code whose trials all ended ok.")
-    from experiments.report.render import load
-
-    name = load(run_dir)[0].experiment.iloc[0]
-    target = published.SOURCES / FULL / name
+    target = published.SOURCES / FULL / summary.experiment.iloc[0]
     with tempfile.TemporaryDirectory(dir=published.SOURCES) as tmp:
         staged, previous = Path(tmp) / "new", Path(tmp) / "previous"
         staged.mkdir()
-        for source in RUN_SOURCES:
+        for source in render.SOURCES:
             shutil.copyfile(run_dir / source, staged / source)
         if (run_dir / store.COMPUTED).is_dir():
             shutil.copytree(run_dir / store.COMPUTED, staged / store.COMPUTED)
@@ -127,7 +108,7 @@ def publish_full(run_dir: Path) -> Path:
         target.parent.mkdir(exist_ok=True)
         staged.rename(target)
         try:
-            return render(published.SOURCES, published.REPORT)
+            return render.render(published.SOURCES, published.REPORT)
         except BaseException:
             shutil.rmtree(target)
             if previous.exists():

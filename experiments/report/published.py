@@ -126,29 +126,35 @@ def save(outcomes: list[Outcome], run_dir: Path) -> Path:
     return path
 
 
+def trial_and_commit_problems(summary: pd.DataFrame, env: dict) -> list[str]:
+    """What bars any run from the published report: a trial that failed or was invalid, code not committed."""
+    problems = []
+    failed = summary[summary.status != "ok"].drop_duplicates("trial")
+    if not failed.empty:
+        problems.append(f"{len(failed)} of {summary.trial.nunique()} trials failed or were invalid "
+                        f"({', '.join(failed.trial.head(3))}{', ...' if len(failed) > 3 else ''}): "
+                        f"{failed.reason.iloc[0]}")
+    commit = env.get("lab_commit", "unknown")
+    if commit == "unknown" or commit.endswith("+dirty"):
+        problems.append(f"it was made by code that was not committed (lab commit {commit})")
+    return problems
+
+
 def refusals(run_dir: Path) -> list[str]:
     """Why `run_dir` may not replace the published report, or join it as a full-profile run (empty: it may)."""
     from experiments.report import full_runs
     from experiments.report.render import load
 
-    if full_runs.is_full_run(run_dir):
-        return full_runs.refusals(run_dir)
     summary, env, _, _ = load(run_dir)
-    problems = []
-    failed = summary[summary.status != "ok"].drop_duplicates("trial")
-    if not failed.empty:
-        problems.append(f"{len(failed)} of {summary.trial.nunique()} trials failed "
-                        f"({', '.join(failed.trial.head(3))}{', ...' if len(failed) > 3 else ''}): "
-                        f"{failed.reason.iloc[0]}")
+    if full_runs.is_full_run(summary, env):
+        return full_runs.refusals(summary, env)
+    problems = trial_and_commit_problems(summary, env)
     published = published_summary()
     if published is not None:
         missing = sorted(set(published.experiment) - set(summary.experiment))
         if missing:
             problems.append(f"it has no trial of {', '.join(missing)}, which the published report has (publishing "
                             "would drop those sections)")
-    commit = env.get("lab_commit", "unknown")
-    if commit == "unknown" or commit.endswith("+dirty"):
-        problems.append(f"it was made by code that was not committed (lab commit {commit})")
     return problems
 
 
@@ -157,9 +163,9 @@ def publish(run_dir: Path) -> Path:
     experiment's full profile joins the published report instead (`full_runs.py`); the published full-profile
     runs stay when a run replaces it."""
     from experiments.report import full_runs
-    from experiments.report.render import render
+    from experiments.report.render import load, render
 
-    if full_runs.is_full_run(run_dir):
+    if full_runs.is_full_run(*load(run_dir)[:2]):
         return full_runs.publish_full(run_dir)
     problems = refusals(run_dir)
     if problems:
