@@ -49,6 +49,7 @@ processes at 1, 2 and 7 s; c2 at 8 s; one change window, index 1, from 5 s:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,12 @@ SCHEMA = pa.schema([
     ("lost", LOST), ("duplicates", pa.int64()), ("messages_processed", pa.int64()),
     ("messages_produced", pa.int64()), ("gaps", pa.int64()), ("phantom_messages", pa.int64())])
 
+#: the events there is one of per record: the bulk of a trace
+BULK_KINDS = ("processed", "produced")
+#: what the bulk is grouped by: one partition of one trial
+PARTITION_KEY = ["trial", "topic", "partition"]
+#: what `judge_partition` reads of a partition's records
+RECORD_COLUMNS = ["actor", "processed", "ts_ns", "offset"]
 #: a record outside every change window (before the first change, or after the trial's end), as a sortable key
 NO_WINDOW = np.iinfo(np.int64).min
 
@@ -180,3 +187,50 @@ def judge_partition(key: tuple, bulk: pa.Table, owned: pa.Table, windows: Window
     for row in rows:
         row.update(trial=trial, topic=topic, partition=partition)
     return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def groups(table: pa.Table, keys: list[str]) -> Iterator[tuple[tuple, pa.Table]]:
+    """`table`'s rows by `keys`: (key, rows) pairs, in ascending order of the keys, from one sort of small
+    integer codes and a slice per run of equal keys. A null is a key of its own, as in a Spark group.
+
+    >>> t = pa.table({"p": [1, None, 0, 1], "v": [10, 20, 30, 40]})
+    >>> [(key, rows["v"].to_pylist()) for key, rows in groups(t, ["p"])]
+    [((0,), [30]), ((1,), [10, 40]), ((None,), [20])]
+    """
+    if table.num_rows == 0:
+        return
+    codes = [_codes(table[k]) for k in keys]
+    order = np.lexsort(codes[::-1])  # lexsort's last key is its first
+    table = table.take(order)
+    new = np.zeros(table.num_rows, dtype=bool)
+    new[0] = True
+    for code in codes:
+        code = code[order]
+        new[1:] |= code[1:] != code[:-1]
+    starts = np.flatnonzero(new)
+    for lo, hi in zip(starts, np.append(starts[1:], table.num_rows), strict=True):
+        rows = table.slice(lo, hi - lo)
+        yield tuple(rows[k][0].as_py() for k in keys), rows
+
+
+def _codes(column: pa.ChunkedArray) -> np.ndarray:
+    """Each value's rank among the column's distinct values (0 the least; a null after them all): a hash of
+    the values, and a sort of the distinct ones only (a trace's keys repeat: trials, topics, partitions)."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    distinct = len(encoded.dictionary)
+    ranks = np.append(pc.rank(encoded.dictionary, "ascending", tiebreaker="dense").to_numpy() - 1, distinct)
+    return ranks[pc.fill_null(encoded.indices, distinct).to_numpy()]
+
+
+def judge_trials(bulk: pa.Table, owned: pa.Table, windows: Windows, gap_ns: int) -> pa.Table:
+    """`judge_partition` on every partition of whole trials' bulk: `bulk` has `PARTITION_KEY`, `kind`
+    (`processed` or `produced`), `actor`, `ts_ns` and `offset`; `owned` the trials' ownership intervals
+    (`PARTITION_KEY`, actor, start_ns, stop_ns). What the file pass (`digest.bulk_pass_of_files`) runs on
+    each trace file, with no Spark shuffle."""
+    bulk = bulk.append_column("processed", pc.equal(bulk["kind"], "processed"))
+    owners = {key: rows for key, rows in groups(owned, PARTITION_KEY)}
+    no_owner = owned.select(["actor", "start_ns", "stop_ns"]).slice(0, 0)
+    judged = [judge_partition(key, rows.select(RECORD_COLUMNS),
+                              owners.get(key, no_owner).select(["actor", "start_ns", "stop_ns"]), windows, gap_ns)
+              for key, rows in groups(bulk, PARTITION_KEY)]
+    return pa.concat_tables(judged) if judged else SCHEMA.empty_table()

@@ -18,18 +18,25 @@ keeps the rest small:
   how many of its records it processed after losing the partition (`lost`:
   `after_loss`'s rule), counted per change window, not listed; and one row
   per trial: duplicates, records processed and produced, gaps and phantom
-  records (processed, never produced). One shuffle of the bulk, by partition,
-  cogrouped with the partition's ownership intervals, and each partition
-  judged in Arrow and numpy (`experiments/bulk_pass.py`).
+  records (processed, never produced). Each partition's records are judged
+  with its ownership intervals in Arrow and numpy (`experiments/bulk_pass.py`).
+  A run's analysis reads them from the trace files themselves, one Spark task
+  per file (`Digest.of_files`, `bulk_pass_of_files`); events given as a
+  DataFrame go through one shuffle by partition instead (`Digest.of`,
+  `bulk_pass`).
 
-`Digest.of(events)` builds it lazily (tests, one-off use); `cache()` computes
+`Digest.of(events)` builds it lazily (tests, one-off use); `cache=True` computes
 and keeps every part in memory, for a job that reads them many times
-(`harness.analyse`, `bench harness`), and `release()` lets them go. The
-metrics are the same whichever way; only the work differs.
+(`harness.analyse`, `bench harness`), and `release()` lets them go. A cached
+digest knows whether its control events are few, and `settings()` plans the
+metrics over it accordingly (`SMALL_INPUT_SETTINGS`). The metrics are the same
+whichever way; only the work differs (`tests/test_digest.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 from pyspark.sql import Column, DataFrame, Window
@@ -37,10 +44,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, StringType
 
-from experiments.bulk_pass import SCHEMA, Windows, judge_partition
+from experiments.bulk_pass import BULK_KINDS, PARTITION_KEY, SCHEMA, Windows, judge_partition, judge_trials
+from experiments.engine import store
+from lab_cluster.trace_reader import TRACE_SCHEMA
 
-#: the events there is one of per record: the bulk of a trace
-BULK_KINDS = ("processed", "produced")
 CONSUMER_START = "consumer_start"  # the first event of every family's consumer (lab_cluster/events.py)
 NS_PER_S = 1_000_000_000
 #: processed events of one consumer and partition at most this far apart belong to one stretch of processing
@@ -50,6 +57,20 @@ _KEY = ["trial", "actor", "topic", "partition"]
 KEYS = ["trial", "change_index"]
 #: the offsets' counts, per trial (`Digest.offsets`; defined in `bulk_pass._offsets`)
 OFFSET_COUNTS = ["duplicates", "messages_processed", "messages_produced", "gaps", "phantom_messages"]
+#: Spark's settings for plans over few rows (`Digest.settings`). The metrics are dozens of joins and windows
+#: over the control events, a few thousand rows a trial; planned as Spark plans large inputs, the plan's
+#: fixed costs are most of the job's time (`bench harness`): adaptive execution splits it into a job per
+#: exchange, re-planned one at a time; every operator's code is generated and compiled before a row flows;
+#: each shuffle is cut in several tasks. Unsplit, interpreted and in one task per shuffle, the same plans run
+#: in two thirds of the time, and every value is the same: these settings change how Spark runs a plan, never
+#: what it computes. (`factoryMode` is Spark's switch for interpreted expressions, internal to it.)
+SMALL_INPUT_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1",
+                        "spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+#: below how many control events a run's digest counts as small (`SMALL_INPUT_SETTINGS`). Measured here (2
+#: cores): the metrics over the synthetic ten million events of `bench harness` (80,000 control events) in
+#: 5 s against 8; the herd's full run (1.6 million control events) digested and measured in 46 s against 52.
+#: Larger inputs keep Spark's own settings, whose shuffles in several tasks a cluster's cores can share.
+SMALL_CONTROL_EVENTS = 2_000_000
 
 
 def field(name: str) -> Column:
@@ -208,6 +229,65 @@ def bulk_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
     return bulk.groupBy(*part).cogroup(owned.groupBy(*part)).applyInArrow(judge, from_arrow_schema(SCHEMA))
 
 
+
+def bulk_pass_of_files(spark, files: list[str], intervals: DataFrame, windows: DataFrame,
+                       gap_s: float = PROCESSING_GAP_S) -> DataFrame:
+    """`bulk_pass`'s rows, read from the trace files themselves: one Spark task per file.
+
+    Each task reads its file's bulk with pyarrow (typed and columnar, the other
+    events filtered out as it reads) and judges each of its partitions
+    (`bulk_pass.judge_trials`): no record goes through Spark's rows, a shuffle or
+    the JVM-to-Python bridge, which cost the Spark-fed pass (`bulk_pass`) three
+    quarters of its time (`bench harness`). What it needs beside the files, the
+    ownership intervals and the change windows (a few rows per change), goes
+    with the function. Each file must hold whole trials (`Digest.of_files`)."""
+    lookup = Windows.of(windows.select("trial", "change_index", "start_ns", "stop_ns").collect())
+    owned = intervals.select(*PARTITION_KEY, "actor", "start_ns", "stop_ns").toArrow()
+    gap_ns = int(gap_s * NS_PER_S)
+    columns = [*PARTITION_KEY, "actor", "kind", "ts_ns", "offset"]
+
+    def judge_files(batches):
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        for batch in batches:
+            for index in batch.column("id").to_pylist():
+                filesystem, path = store.filesystem(files[index])
+                bulk = pq.read_table(path, filesystem=filesystem, columns=columns,
+                                     filters=pc.field("kind").isin(BULK_KINDS))
+                theirs = owned.filter(pc.is_in(owned["trial"], value_set=pc.unique(bulk["trial"])))
+                yield from judge_trials(bulk, theirs, lookup, gap_ns).to_batches()
+
+    return spark.range(0, len(files), 1, max(len(files), 1)).mapInArrow(judge_files, from_arrow_schema(SCHEMA))
+
+
+def _no_partition_in_two_files(bulk: DataFrame) -> None:
+    """Raise ValueError if the file pass judged a partition twice: its records were in two files."""
+    twice = (bulk.where(F.col("row") == "offsets").groupBy(*PARTITION_KEY).count()
+             .where(F.col("count") > 1).select("trial").distinct().limit(5).collect())
+    if twice:
+        raise ValueError(f"the records of a partition of trial(s) {', '.join(r.trial for r in twice)} are in two "
+                         "trace files: the file pass judges each file on its own, so a file must hold whole "
+                         "trials (one file per trial, as `trace_reader.write_columnar` writes them); read such "
+                         "files with `Digest.of` instead")
+
+
+@contextmanager
+def _settings(frame: DataFrame, settings: dict[str, str]) -> Iterator[None]:
+    """`settings` in force in `frame`'s Spark session for the duration; what was set before, back after."""
+    conf = frame.sparkSession.conf
+    before = {key: conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
 @dataclass(frozen=True)
 class Digest:
     """A run's events as the metrics read them (see the module's docstring)."""
@@ -223,41 +303,72 @@ class Digest:
     stretches: DataFrame
     offsets: DataFrame
     _cached: tuple[DataFrame, ...] = ()
+    #: whether the control events are few (`SMALL_CONTROL_EVENTS`), when counted (`cache`)
+    small: bool = False
 
     @classmethod
     def of(cls, events: DataFrame, *, cache: bool = False) -> Digest:
-        """The digest of `events` (`lab_cluster.trace_reader.TRACE_SCHEMA`).
+        """The digest of `events` (`lab_cluster.trace_reader.TRACE_SCHEMA`), its bulk shuffled through Spark
+        (`bulk_pass`).
 
         Lazily (nothing computed yet), or with `cache`: every part computed now
         and kept in memory until `release`."""
+        return cls._of(events, lambda intervals, windows: bulk_pass(events, intervals, windows), cache)
+
+    @classmethod
+    def of_files(cls, spark, files: list[str], *, cache: bool = False) -> Digest:
+        """The digest of the events in `files` (Parquet with `TRACE_SCHEMA`, each holding whole trials, as a
+        trial's task writes them: `trace_reader.write_columnar`), its bulk read from the files themselves
+        (`bulk_pass_of_files`). The same digest as `of` on the same events; raises ValueError if a partition's
+        records span two files, which the file pass would judge in halves."""
+        events = (spark.read.schema(TRACE_SCHEMA).parquet(*files) if files
+                  else spark.createDataFrame([], TRACE_SCHEMA))
+        digest = cls._of(events, lambda intervals, windows: bulk_pass_of_files(spark, files, intervals, windows),
+                         cache, check=_no_partition_in_two_files)
+        return digest
+
+    @classmethod
+    def _of(cls, events: DataFrame, bulk_of, cache: bool, check=None) -> Digest:
         kept: list[DataFrame] = []
+        rows: list[int] = []
 
         def keep(frame: DataFrame) -> DataFrame:
             if not cache:
                 return frame
             frame = frame.cache()
-            frame.count()
+            rows.append(frame.count())
             kept.append(frame)
             return frame
 
         try:
             control = keep(events.where(~F.col("kind").isin(*BULK_KINDS)))
+            small = bool(rows) and rows[0] < SMALL_CONTROL_EVENTS
             last_events = keep(events.groupBy("trial", "actor").agg(F.max("ts_ns").alias("ts_ns")))
-            ce = keep(consumer_events(control))
-            intervals = keep(ownership_intervals(ce, last_events))
-            windows = keep(change_windows(control, ce))
-            consumers = ce.select("trial", "actor").distinct()
-            bulk = keep(bulk_pass(events, intervals, windows))
-            stretches = keep(bulk.where(F.col("row") == "stretch")
-                             .select(*_KEY, "start_ns", "stop_ns", "messages", "lost")
-                             .join(consumers, ["trial", "actor"], "left_semi"))
-            offsets = keep(bulk.where(F.col("row") == "offsets").groupBy("trial")
-                           .agg(*(F.sum(c).alias(c) for c in OFFSET_COUNTS)))
+            fitted = SMALL_INPUT_SETTINGS if small else {}
+            with _settings(control, fitted):
+                ce = keep(consumer_events(control))
+                intervals = keep(ownership_intervals(ce, last_events))
+                windows = keep(change_windows(control, ce))
+            bulk = keep(bulk_of(intervals, windows))  # the records: in Spark's own settings
+            with _settings(control, fitted):
+                if check:
+                    check(bulk)
+                consumers = ce.select("trial", "actor").distinct()
+                stretches = keep(bulk.where(F.col("row") == "stretch")
+                                 .select(*_KEY, "start_ns", "stop_ns", "messages", "lost")
+                                 .join(consumers, ["trial", "actor"], "left_semi"))
+                offsets = keep(bulk.where(F.col("row") == "offsets").groupBy("trial")
+                               .agg(*(F.sum(c).alias(c) for c in OFFSET_COUNTS)))
         except BaseException:  # a failed or interrupted pass: what was cached before it goes too
             for frame in kept:
                 frame.unpersist()
             raise
-        return cls(control, last_events, ce, intervals, windows, stretches, offsets, tuple(kept))
+        return cls(control, last_events, ce, intervals, windows, stretches, offsets, tuple(kept), small)
+
+    def settings(self):
+        """A context in which Spark plans the metrics over this digest as suits its size: with few control
+        events (`small`), `SMALL_INPUT_SETTINGS`; else Spark's own."""
+        return _settings(self.control, SMALL_INPUT_SETTINGS if self.small else {})
 
     def release(self) -> None:
         for frame in self._cached:
@@ -267,7 +378,8 @@ class Digest:
         """The digest of these trials only."""
         def only(frame: DataFrame) -> DataFrame:
             return frame.where(F.col("trial").isin(trials))
-        return Digest(*(only(getattr(self, f.name)) for f in fields(self) if f.name != "_cached"))
+        return Digest(*(only(getattr(self, f.name)) for f in fields(self) if f.type == "DataFrame"),
+                      small=self.small)
 
 
 def digest_of(events: DataFrame | Digest) -> Digest:

@@ -14,12 +14,14 @@ from __future__ import annotations
 import itertools
 import random
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
 from experiments import metrics
 from experiments.digest import NS_PER_S, PROCESSING_GAP_S, Digest
-from lab_cluster.trace_reader import TRACE_SCHEMA
+from lab_cluster.trace_reader import ARROW_SCHEMA, TRACE_SCHEMA
 
 pytestmark = pytest.mark.spark
 
@@ -141,3 +143,54 @@ def test_processing_resumed_from_stretches_is_the_pauses_between_records(digest)
     expected = _resumed_by_hand(rows)
     assert any(v is None for v in expected.values()) and any(v for v in expected.values())
     assert got == expected
+
+
+def _write_trace_files(rows, folder, files: int) -> list[str]:
+    """The rows in `files` Parquet files, whole trials in each, as trials' tasks write them (`write_columnar`)."""
+    paths = []
+    for i in range(files):
+        mine = [r for r in rows if int(r[2].removeprefix("trial")) % files == i]
+        path = folder / f"part{i}.parquet"
+        pq.write_table(pa.table({f.name: [r[n] for r in mine] for n, f in enumerate(ARROW_SCHEMA)},
+                                schema=ARROW_SCHEMA), path)
+        paths.append(str(path))
+    return paths
+
+
+def _every_output(d: Digest) -> dict[str, list]:
+    frames = {"changes": metrics.change_metrics(d), "trials": metrics.trial_metrics(d),
+              "cross_check": metrics.cross_check(d), "stretches": d.stretches, "offsets": d.offsets}
+    return {name: sorted(map(tuple, frame.collect()), key=repr) for name, frame in frames.items()}
+
+
+def test_the_file_pass_in_small_settings_gives_the_metrics_spark_gives(spark, digest, tmp_path):
+    """`Digest.of_files` (the bulk judged from each trace file, the rest in `SMALL_INPUT_SETTINGS`) against
+    `Digest.of` left lazy (everything in Spark's own settings): every output the same."""
+    _, rows = digest
+    files = _write_trace_files(rows, tmp_path, 4)
+    reference = _every_output(Digest.of(spark.createDataFrame(rows, TRACE_SCHEMA)))
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    d = Digest.of_files(spark, files, cache=True)
+    try:
+        assert d.small
+        with d.settings():
+            assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+            got = _every_output(d)
+    finally:
+        d.release()
+    assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive  # the settings end with the context
+    assert reference["stretches"] and any(r[-1] for r in reference["stretches"])  # stretches with records lost
+    assert got == reference
+
+
+def test_a_partition_split_over_two_files_is_refused(spark, digest, tmp_path):
+    _, rows = digest
+    trial0 = [r for r in rows if r[2] == "trial0"]
+    processed = [r for r in trial0 if r[5] == "processed" and r[7] == 0]
+    assert len(processed) >= 2
+    rest = [r for r in trial0 if r not in processed[:1]]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    files = _write_trace_files(rest, tmp_path / "a", 1) + _write_trace_files(processed[:1], tmp_path / "b", 1)
+    with pytest.raises(ValueError, match="trial0 are in two trace files"):
+        Digest.of_files(spark, files, cache=True)

@@ -9,7 +9,8 @@
    `processed`, with ZooKeeper requests, watch firings, rebalances and
    ownership changes mixed in, and the scenario's changes), then times the
    whole metrics job on it as a run's analysis does it (the digest, change
-   metrics, trial metrics, cross-check, completeness), each written to Parquet
+   metrics, trial metrics, cross-check, completeness: `Digest.of_files` and
+   `Digest.settings`), each written to Parquet
    so that Spark computes everything, `--repeat` times (3): the median, and events per second.
 
 A new figure does not erase the one it replaces: that goes to `<figure>_before`
@@ -110,12 +111,12 @@ def analysis_throughput(spark, events: int, work: Path, repeat: int = 3) -> dict
     one session: one run varies by a quarter or more here (the JVM's compilation and its collector's
     timing), so the figure is the median, with every run's time beside it.
     """
-    from lab_cluster.trace_reader import TRACE_SCHEMA
 
     traces = work / "traces"
-    synthetic_events(spark, events).repartition(TRIALS, "trial").write.mode("overwrite").parquet(str(traces))
-    runs = [_metrics_job(spark.read.schema(TRACE_SCHEMA).parquet(str(traces)), work / "out")
-            for _ in range(repeat)]
+    # one file per trial, as a run stores them
+    synthetic_events(spark, events).repartitionByRange(TRIALS, "trial").write.mode("overwrite").parquet(str(traces))
+    files = sorted(str(f) for f in traces.glob("*.parquet"))
+    runs = [_metrics_job(spark, files, work / "out") for _ in range(repeat)]
     seconds = statistics.median(total for total, _ in runs)
     return {"events": events, "seconds": round(seconds, 1), "events_per_s": round(events / seconds),
             "of_which_digest_s": round(statistics.median(digest for _, digest in runs), 1),
@@ -137,28 +138,33 @@ def analysis_of_run(spark, run_dir: Path, work: Path) -> dict:
     files = [str(write_columnar(d, work / f"{d.name}.parquet")) for d in trials]
     converted = time.perf_counter() - t0
     from_json = spark.read.schema(TRACE_SCHEMA).json([str(d / "traces" / "*.jsonl") for d in trials])
-    json_s, _ = _metrics_job(from_json, work / "out-json")
-    parquet_s, _ = _metrics_job(spark.read.schema(TRACE_SCHEMA).parquet(*files), work / "out-parquet")
+    json_s, _ = _metrics_job(spark, from_json, work / "out-json")
+    parquet_s, _ = _metrics_job(spark, files, work / "out-parquet")
     return {"run": str(run_dir), "trials": len(trials), "events": spark.read.parquet(*files).count(),
             "from_json_s": round(json_s, 1), "from_parquet_s": round(parquet_s, 1),
             "parquet_conversion_s": round(converted, 1)}
 
 
-def _metrics_job(events, out: Path) -> tuple[float, float]:
-    """Seconds from reading `events` to the four outputs written, and of those, to the digest cached."""
+def _metrics_job(spark, events, out: Path) -> tuple[float, float]:
+    """Seconds from reading the events to the four outputs written, and of those, to the digest cached.
+
+    `events`: trace files (Parquet, a trial in each), read as a run's analysis reads them (`Digest.of_files`),
+    or a DataFrame of events (the JSON lines), digested by Spark alone (`Digest.of`)."""
     from experiments import metrics
     from experiments.digest import Digest
     from lab_cluster.trace_reader import incomplete_trials
 
     t0 = time.perf_counter()
-    digest = Digest.of(events, cache=True)
+    digest = (Digest.of_files(spark, events, cache=True) if isinstance(events, list)
+              else Digest.of(events, cache=True))
     digest_s = time.perf_counter() - t0
     try:
-        outputs = {"changes": metrics.change_metrics(digest), "trials": metrics.trial_metrics(digest),
-                   "cross_check": metrics.cross_check(digest),
-                   "incomplete": incomplete_trials(digest.control, digest.offsets)}
-        for name, frame in outputs.items():
-            frame.write.mode("overwrite").parquet(str(out / name))
+        with digest.settings():
+            outputs = {"changes": metrics.change_metrics(digest), "trials": metrics.trial_metrics(digest),
+                       "cross_check": metrics.cross_check(digest),
+                       "incomplete": incomplete_trials(digest.control, digest.offsets)}
+            for name, frame in outputs.items():
+                frame.write.mode("overwrite").parquet(str(out / name))
     finally:
         digest.release()
     return time.perf_counter() - t0, digest_s

@@ -41,7 +41,7 @@ from experiments.engine import store
 from experiments.engine.slots import machine_slot
 from experiments.engine.trial import PARAMS, SETUP_PARAMS, TrialSpec, run_trial
 from lab_cluster.processes import honour_ctrl_c, proc_stat
-from lab_cluster.trace_reader import COLUMNAR_FILE, TRACE_SCHEMA, incomplete_trials
+from lab_cluster.trace_reader import COLUMNAR_FILE, incomplete_trials
 from lab_cluster.zk import BackendRequest
 
 #: a spec's fields as Spark types; its tuples travel as JSON strings (`TrialSpec.as_row`)
@@ -200,56 +200,56 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     their report sections (`Experiment.keeps_timelines`)."""
     ran = results[results["status"] == "ok"]["trial"].tolist()
     # each trial's events as its task stored them when it ended (`trace_reader.write_columnar`), digested once
-    # and cached: every metric below reads the digest, not the records (`experiments/digest.py`)
-    events = (spark.read.schema(TRACE_SCHEMA).parquet(*[store.join(run_uri, "trials", t, COLUMNAR_FILE) for t in ran])
-              if ran else spark.createDataFrame([], TRACE_SCHEMA))
-    digest = Digest.of(events, cache=True)
+    # and cached: every metric below reads the digest, not the records (`experiments/digest.py`), in the Spark
+    # settings that suit its size
+    digest = Digest.of_files(spark, [store.join(run_uri, "trials", t, COLUMNAR_FILE) for t in ran], cache=True)
     try:
-        per_change = (metrics.change_metrics(digest)
-                      .join(metrics.cross_check(digest), metrics.KEYS, "left").toPandas())
-        per_trial = metrics.trial_metrics(digest).toPandas().merge(
-            overhead.host_overhead(digest).toPandas(), on="trial", how="left")
-        configs = consumer_configs(digest.control)
-        problems: dict[str, list[str]] = {}
-        must_converge = {s.trial_id for s in specs if s.converge_required}
-        for row in incomplete_trials(digest.control, digest.offsets).collect():
-            problems.setdefault(row.trial, []).append(row.problem)
-        for row in per_change.itertuples():
-            if isinstance(row.cross_check_problem, str):
-                problems.setdefault(row.trial, []).append(row.cross_check_problem)
-            if not row.converged and row.trial in must_converge:
-                problems.setdefault(row.trial, []).append(
-                    f"change {row.change_index} ({row.change}) did not converge: some partition has no live owner "
-                    "or two at the window's end")
-        per_change = per_change.drop(columns=["cross_check_problem"])
+        with digest.settings():
+            per_change = (metrics.change_metrics(digest)
+                          .join(metrics.cross_check(digest), metrics.KEYS, "left").toPandas())
+            per_trial = metrics.trial_metrics(digest).toPandas().merge(
+                overhead.host_overhead(digest).toPandas(), on="trial", how="left")
+            configs = consumer_configs(digest.control)
+            problems: dict[str, list[str]] = {}
+            must_converge = {s.trial_id for s in specs if s.converge_required}
+            for row in incomplete_trials(digest.control, digest.offsets).collect():
+                problems.setdefault(row.trial, []).append(row.problem)
+            for row in per_change.itertuples():
+                if isinstance(row.cross_check_problem, str):
+                    problems.setdefault(row.trial, []).append(row.cross_check_problem)
+                if not row.converged and row.trial in must_converge:
+                    problems.setdefault(row.trial, []).append(
+                        f"change {row.change_index} ({row.change}) did not converge: some partition has no live owner "
+                        "or two at the window's end")
+            per_change = per_change.drop(columns=["cross_check_problem"])
 
-        grid = pd.DataFrame([s.as_row() for s in specs])
-        trials = grid.merge(results, on="trial", how="left").merge(per_trial, on="trial", how="left")
-        for trial, reasons in problems.items():
-            mask = trials["trial"] == trial
-            trials.loc[mask, "status"] = "failed"
-            trials.loc[mask, "reason"] = "; ".join(sorted(reasons))
-        # a trial whose hosts the lab itself starved ran, but its figures are not the design's: invalid
-        # (`experiments/overhead.py`); a failed trial stays failed
-        for row in overhead.starved(digest).collect():
-            mask = (trials["trial"] == row.trial) & (trials["status"] == "ok")
-            trials.loc[mask, "status"] = "invalid"
-            trials.loc[mask, "reason"] = row.problem
-        env = trials["environment"].fillna("{}").map(json.loads)
-        trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
-        trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
-        trials["spark_task_dir"] = env.map(lambda e: e.get("spark_task_dir"))
-        summary = trials.merge(per_change, on="trial", how="left")
-        for column in SUMMARY_COLUMNS:
-            if column not in summary:
-                summary[column] = None
-        summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
-                                                        *SETUP_PARAMS, "seed", "repetition", "change_index"],
-                                                       na_position="last")
-        faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
-        stretches, marks = metrics.timelines(digest.trials(faulted))
-        timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
-                     "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}
+            grid = pd.DataFrame([s.as_row() for s in specs])
+            trials = grid.merge(results, on="trial", how="left").merge(per_trial, on="trial", how="left")
+            for trial, reasons in problems.items():
+                mask = trials["trial"] == trial
+                trials.loc[mask, "status"] = "failed"
+                trials.loc[mask, "reason"] = "; ".join(sorted(reasons))
+            # a trial whose hosts the lab itself starved ran, but its figures are not the design's: invalid
+            # (`experiments/overhead.py`); a failed trial stays failed
+            for row in overhead.starved(digest).collect():
+                mask = (trials["trial"] == row.trial) & (trials["status"] == "ok")
+                trials.loc[mask, "status"] = "invalid"
+                trials.loc[mask, "reason"] = row.problem
+            env = trials["environment"].fillna("{}").map(json.loads)
+            trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
+            trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
+            trials["spark_task_dir"] = env.map(lambda e: e.get("spark_task_dir"))
+            summary = trials.merge(per_change, on="trial", how="left")
+            for column in SUMMARY_COLUMNS:
+                if column not in summary:
+                    summary[column] = None
+            summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
+                                                            *SETUP_PARAMS, "seed", "repetition", "change_index"],
+                                                           na_position="last")
+            faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
+            stretches, marks = metrics.timelines(digest.trials(faulted))
+            timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
+                         "marks": marks.toPandas().sort_values(["trial", "t_s", "actor", "kind"])}
     finally:  # also when a metric fails: a long-lived session must not keep a run's digest
         digest.release()
     _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), configs, timelines)

@@ -41,11 +41,22 @@ def join(uri: str, *parts: str) -> str:
     return "/".join([uri.rstrip("/"), *parts])
 
 
+def filesystem(uri: str):
+    """(pyarrow filesystem, path) of `uri`: a local path, `file://`, or a URI Spark writes (`s3a://` is pyarrow's
+    `s3://`)."""
+    from pyarrow import fs
+
+    local = local_path(uri)
+    if local is not None:
+        return fs.LocalFileSystem(), str(local)
+    return fs.FileSystem.from_uri(uri.replace("s3a://", "s3://", 1))
+
+
 def publish(local_dir: Path, uri: str) -> None:
     """Copy a finished trial's directory to its place under a remote run URI."""
     from pyarrow import fs
 
-    target, path = fs.FileSystem.from_uri(uri.replace("s3a://", "s3://", 1))
+    target, path = filesystem(uri)
     fs.copy_files(str(local_dir), path, source_filesystem=fs.LocalFileSystem(), destination_filesystem=target)
     shutil.rmtree(local_dir, ignore_errors=True)
 
