@@ -3,12 +3,15 @@
 Why. The bulk is 99% of a trace, and every figure drawn from it is a
 question about one partition: who processed which records when (stretches of
 processing, and records processed after the consumer lost the partition) and
-which offsets were processed twice, never, or without being produced. So the
-bulk is shuffled once, by (trial, topic, partition), cogrouped with that
-partition's ownership intervals, and each group is judged in Arrow and numpy
-(`judge_partition`): no Spark sort, window or join per record. Spark did the
-same work in two shuffles, a sort and a dozen window and join operators; this
-was the digest's largest cost (`bench harness`).
+which offsets were processed twice, never, or without being produced. So each
+partition's records are judged together with that partition's ownership
+intervals, in Arrow and numpy (`judge_partition`): no Spark sort, window or
+join per record. Spark did the same work in two shuffles, a sort and a dozen
+window and join operators; this was the digest's largest cost (`bench harness`).
+How the records reach it: a run's analysis reads each trial's trace file in
+one Spark task, and `judge_trials` splits it by partition (`groups`);
+records given as a DataFrame are shuffled by partition and cogrouped with the
+intervals (`digest.bulk_pass`).
 
 What a group yields (one Arrow table, `SCHEMA`, told apart by `row`):
 
@@ -218,8 +221,8 @@ def _codes(column: pa.ChunkedArray) -> np.ndarray:
     the values, and a sort of the distinct ones only (a trace's keys repeat: trials, topics, partitions)."""
     encoded = pc.dictionary_encode(column.combine_chunks())
     distinct = len(encoded.dictionary)
-    ranks = np.append(pc.rank(encoded.dictionary, "ascending", tiebreaker="dense").to_numpy() - 1, distinct)
-    return ranks[pc.fill_null(encoded.indices, distinct).to_numpy()]
+    ranks = pc.rank(encoded.dictionary, "ascending", tiebreaker="dense").to_numpy().astype(np.int64) - 1
+    return np.append(ranks, distinct)[pc.fill_null(encoded.indices, distinct).to_numpy()]
 
 
 def judge_trials(bulk: pa.Table, owned: pa.Table, windows: Windows, gap_ns: int) -> pa.Table:

@@ -35,11 +35,11 @@ whichever way; only the work differs (`tests/test_digest.py`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, StringType
@@ -62,8 +62,11 @@ OFFSET_COUNTS = ["duplicates", "messages_processed", "messages_produced", "gaps"
 #: fixed costs are most of the job's time (`bench harness`): adaptive execution splits it into a job per
 #: exchange, re-planned one at a time; every operator's code is generated and compiled before a row flows;
 #: each shuffle is cut in several tasks. Unsplit, interpreted and in one task per shuffle, the same plans run
-#: in two thirds of the time, and every value is the same: these settings change how Spark runs a plan, never
-#: what it computes. (`factoryMode` is Spark's switch for interpreted expressions, internal to it.)
+#: in two thirds of the time. These settings change how Spark runs a plan, not what it means: every table of
+#: the stored runs came out identical (README, "Metrics throughput"); only what a plan leaves to chance may
+#: differ, as the last bit of a mean of doubles, summed in another order. `factoryMode` is Spark's switch for
+#: interpreted expressions, which its documentation keeps for its own use: a Spark release may drop it,
+#: and the plans then run compiled, as fast as before this setting, with the same values.
 SMALL_INPUT_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1",
                         "spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 #: below how many control events a run's digest counts as small (`SMALL_INPUT_SETTINGS`). Measured here (2
@@ -229,8 +232,7 @@ def bulk_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
     return bulk.groupBy(*part).cogroup(owned.groupBy(*part)).applyInArrow(judge, from_arrow_schema(SCHEMA))
 
 
-
-def bulk_pass_of_files(spark, files: list[str], intervals: DataFrame, windows: DataFrame,
+def bulk_pass_of_files(spark: SparkSession, files: list[str], intervals: DataFrame, windows: DataFrame,
                        gap_s: float = PROCESSING_GAP_S) -> DataFrame:
     """`bulk_pass`'s rows, read from the trace files themselves: one Spark task per file.
 
@@ -238,7 +240,7 @@ def bulk_pass_of_files(spark, files: list[str], intervals: DataFrame, windows: D
     events filtered out as it reads) and judges each of its partitions
     (`bulk_pass.judge_trials`): no record goes through Spark's rows, a shuffle or
     the JVM-to-Python bridge, which cost the Spark-fed pass (`bulk_pass`) three
-    quarters of its time (`bench harness`). What it needs beside the files, the
+    quarters of its time (README, "Metrics throughput"). What it needs beside the files, the
     ownership intervals and the change windows (a few rows per change), goes
     with the function. Each file must hold whole trials (`Digest.of_files`)."""
     lookup = Windows.of(windows.select("trial", "change_index", "start_ns", "stop_ns").collect())
@@ -266,7 +268,7 @@ def _no_partition_in_two_files(bulk: DataFrame) -> None:
     twice = (bulk.where(F.col("row") == "offsets").groupBy(*PARTITION_KEY).count()
              .where(F.col("count") > 1).select("trial").distinct().limit(5).collect())
     if twice:
-        raise ValueError(f"the records of a partition of trial(s) {', '.join(r.trial for r in twice)} are in two "
+        raise ValueError(f"the records of a partition of trial(s) {', '.join(str(r.trial) for r in twice)} are in two "
                          "trace files: the file pass judges each file on its own, so a file must hold whole "
                          "trials (one file per trial, as `trace_reader.write_columnar` writes them); read such "
                          "files with `Digest.of` instead")
@@ -276,10 +278,10 @@ def _no_partition_in_two_files(bulk: DataFrame) -> None:
 def _settings(frame: DataFrame, settings: dict[str, str]) -> Iterator[None]:
     """`settings` in force in `frame`'s Spark session for the duration; what was set before, back after."""
     conf = frame.sparkSession.conf
-    before = {key: conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        conf.set(key, value)
+    before = {key: conf.get(key, None) for key in settings}  # None: not set, Spark's default in force
     try:
+        for key, value in settings.items():
+            conf.set(key, value)
         yield
     finally:
         for key, value in before.items():
@@ -287,6 +289,7 @@ def _settings(frame: DataFrame, settings: dict[str, str]) -> Iterator[None]:
                 conf.unset(key)
             else:
                 conf.set(key, value)
+
 
 @dataclass(frozen=True)
 class Digest:
@@ -316,33 +319,33 @@ class Digest:
         return cls._of(events, lambda intervals, windows: bulk_pass(events, intervals, windows), cache)
 
     @classmethod
-    def of_files(cls, spark, files: list[str], *, cache: bool = False) -> Digest:
+    def of_files(cls, spark: SparkSession, files: list[str]) -> Digest:
         """The digest of the events in `files` (Parquet with `TRACE_SCHEMA`, each holding whole trials, as a
-        trial's task writes them: `trace_reader.write_columnar`), its bulk read from the files themselves
-        (`bulk_pass_of_files`). The same digest as `of` on the same events; raises ValueError if a partition's
-        records span two files, which the file pass would judge in halves."""
+        trial's task writes them: `trace_reader.write_columnar`), computed and cached (`release` lets it go),
+        its bulk read from the files themselves (`bulk_pass_of_files`). The same digest as `of` on the same
+        events; raises ValueError if a partition's records span two files, which the file pass would judge
+        in halves."""
         events = (spark.read.schema(TRACE_SCHEMA).parquet(*files) if files
                   else spark.createDataFrame([], TRACE_SCHEMA))
-        digest = cls._of(events, lambda intervals, windows: bulk_pass_of_files(spark, files, intervals, windows),
-                         cache, check=_no_partition_in_two_files)
-        return digest
+        return cls._of(events, lambda intervals, windows: bulk_pass_of_files(spark, files, intervals, windows),
+                       cache=True, check=_no_partition_in_two_files)
 
     @classmethod
-    def _of(cls, events: DataFrame, bulk_of, cache: bool, check=None) -> Digest:
+    def _of(cls, events: DataFrame, bulk_of: Callable[[DataFrame, DataFrame], DataFrame], cache: bool,
+            check: Callable[[DataFrame], None] | None = None) -> Digest:
         kept: list[DataFrame] = []
-        rows: list[int] = []
 
         def keep(frame: DataFrame) -> DataFrame:
             if not cache:
                 return frame
             frame = frame.cache()
-            rows.append(frame.count())
-            kept.append(frame)
+            kept.append(frame)  # before it is computed: a failed count is released too
+            frame.count()
             return frame
 
         try:
             control = keep(events.where(~F.col("kind").isin(*BULK_KINDS)))
-            small = bool(rows) and rows[0] < SMALL_CONTROL_EVENTS
+            small = cache and control.count() < SMALL_CONTROL_EVENTS  # a count of the cached rows
             last_events = keep(events.groupBy("trial", "actor").agg(F.max("ts_ns").alias("ts_ns")))
             fitted = SMALL_INPUT_SETTINGS if small else {}
             with _settings(control, fitted):
@@ -365,7 +368,7 @@ class Digest:
             raise
         return cls(control, last_events, ce, intervals, windows, stretches, offsets, tuple(kept), small)
 
-    def settings(self):
+    def settings(self) -> AbstractContextManager[None]:
         """A context in which Spark plans the metrics over this digest as suits its size: with few control
         events (`small`), `SMALL_INPUT_SETTINGS`; else Spark's own."""
         return _settings(self.control, SMALL_INPUT_SETTINGS if self.small else {})
@@ -378,8 +381,8 @@ class Digest:
         """The digest of these trials only."""
         def only(frame: DataFrame) -> DataFrame:
             return frame.where(F.col("trial").isin(trials))
-        return Digest(*(only(getattr(self, f.name)) for f in fields(self) if f.type == "DataFrame"),
-                      small=self.small)
+        return Digest(*(only(getattr(self, f.name)) for f in fields(self)
+                        if isinstance(getattr(self, f.name), DataFrame)), small=self.small)
 
 
 def digest_of(events: DataFrame | Digest) -> Digest:

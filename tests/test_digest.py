@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from experiments import metrics
 from experiments.digest import NS_PER_S, PROCESSING_GAP_S, Digest
+from lab_cluster.spark import cached_datasets
 from lab_cluster.trace_reader import ARROW_SCHEMA, TRACE_SCHEMA
 
 pytestmark = pytest.mark.spark
@@ -165,12 +166,15 @@ def _every_output(d: Digest) -> dict[str, list]:
 
 def test_the_file_pass_in_small_settings_gives_the_metrics_spark_gives(spark, digest, tmp_path):
     """`Digest.of_files` (the bulk judged from each trace file, the rest in `SMALL_INPUT_SETTINGS`) against
-    `Digest.of` left lazy (everything in Spark's own settings): every output the same."""
+    `Digest.of` left lazy (everything in Spark's own settings): the change and trial metrics, the cross-check,
+    the stretches and the offsets the same."""
     _, rows = digest
     files = _write_trace_files(rows, tmp_path, 4)
+    (tmp_path / "empty").mkdir()
+    files += _write_trace_files([], tmp_path / "empty", 1)  # a trial that recorded nothing
     reference = _every_output(Digest.of(spark.createDataFrame(rows, TRACE_SCHEMA)))
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
-    d = Digest.of_files(spark, files, cache=True)
+    d = Digest.of_files(spark, files)
     try:
         assert d.small
         with d.settings():
@@ -192,5 +196,7 @@ def test_a_partition_split_over_two_files_is_refused(spark, digest, tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     files = _write_trace_files(rest, tmp_path / "a", 1) + _write_trace_files(processed[:1], tmp_path / "b", 1)
+    before = cached_datasets()  # the module's digest stays cached meanwhile
     with pytest.raises(ValueError, match="trial0 are in two trace files"):
-        Digest.of_files(spark, files, cache=True)
+        Digest.of_files(spark, files)
+    assert cached_datasets() == before  # what the refused digest had cached went with it

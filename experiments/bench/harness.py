@@ -111,9 +111,8 @@ def analysis_throughput(spark, events: int, work: Path, repeat: int = 3) -> dict
     one session: one run varies by a quarter or more here (the JVM's compilation and its collector's
     timing), so the figure is the median, with every run's time beside it.
     """
-
     traces = work / "traces"
-    # one file per trial, as a run stores them
+    # whole trials in each file, as a run stores them (one file per trial there)
     synthetic_events(spark, events).repartitionByRange(TRIALS, "trial").write.mode("overwrite").parquet(str(traces))
     files = sorted(str(f) for f in traces.glob("*.parquet"))
     runs = [_metrics_job(spark, files, work / "out") for _ in range(repeat)]
@@ -126,7 +125,8 @@ def analysis_throughput(spark, events: int, work: Path, repeat: int = 3) -> dict
 
 
 def analysis_of_run(spark, run_dir: Path, work: Path) -> dict:
-    """Seconds for the metrics job on a stored run's traces, read from its JSON lines and from Parquet.
+    """Seconds for the metrics job on a stored run's traces, read from its JSON lines (by Spark alone:
+    `Digest.of`) and from Parquet files (as a run's analysis reads them: `Digest.of_files`).
 
     The Parquet files are made here, in `work` (as each trial's task makes its own when it ends:
     `write_columnar`), so a run stored before trials wrote them can be measured; the conversion's own
@@ -148,14 +148,14 @@ def analysis_of_run(spark, run_dir: Path, work: Path) -> dict:
 def _metrics_job(spark, events, out: Path) -> tuple[float, float]:
     """Seconds from reading the events to the four outputs written, and of those, to the digest cached.
 
-    `events`: trace files (Parquet, a trial in each), read as a run's analysis reads them (`Digest.of_files`),
-    or a DataFrame of events (the JSON lines), digested by Spark alone (`Digest.of`)."""
+    `events`: trace files (Parquet, whole trials in each), read as a run's analysis reads them
+    (`Digest.of_files`), or a DataFrame of events (the JSON lines), digested by Spark alone (`Digest.of`)."""
     from experiments import metrics
     from experiments.digest import Digest
     from lab_cluster.trace_reader import incomplete_trials
 
     t0 = time.perf_counter()
-    digest = (Digest.of_files(spark, events, cache=True) if isinstance(events, list)
+    digest = (Digest.of_files(spark, events) if isinstance(events, list)
               else Digest.of(events, cache=True))
     digest_s = time.perf_counter() - t0
     try:

@@ -202,7 +202,7 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     # each trial's events as its task stored them when it ended (`trace_reader.write_columnar`), digested once
     # and cached: every metric below reads the digest, not the records (`experiments/digest.py`), in the Spark
     # settings that suit its size
-    digest = Digest.of_files(spark, [store.join(run_uri, "trials", t, COLUMNAR_FILE) for t in ran], cache=True)
+    digest = Digest.of_files(spark, [store.join(run_uri, "trials", t, COLUMNAR_FILE) for t in ran])
     try:
         with digest.settings():
             per_change = (metrics.change_metrics(digest)
