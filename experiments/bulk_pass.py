@@ -72,6 +72,8 @@ BULK_KINDS = ("processed", "produced")
 PARTITION_KEY = ["trial", "topic", "partition"]
 #: what `judge_partition` reads of a partition's records
 RECORD_COLUMNS = ["actor", "processed", "ts_ns", "offset"]
+#: what `judge_partition` reads of a partition's ownership intervals
+OWNED_COLUMNS = ["actor", "start_ns", "stop_ns"]
 #: a record outside every change window (before the first change, or after the trial's end), as a sortable key
 NO_WINDOW = np.iinfo(np.int64).min
 
@@ -231,9 +233,8 @@ def judge_trials(bulk: pa.Table, owned: pa.Table, windows: Windows, gap_ns: int)
     (`PARTITION_KEY`, actor, start_ns, stop_ns). What the file pass (`digest.bulk_pass_of_files`) runs on
     each trace file, with no Spark shuffle."""
     bulk = bulk.append_column("processed", pc.equal(bulk["kind"], "processed"))
-    owners = {key: rows for key, rows in groups(owned, PARTITION_KEY)}
-    no_owner = owned.select(["actor", "start_ns", "stop_ns"]).slice(0, 0)
-    judged = [judge_partition(key, rows.select(RECORD_COLUMNS),
-                              owners.get(key, no_owner).select(["actor", "start_ns", "stop_ns"]), windows, gap_ns)
+    owners = {key: rows.select(OWNED_COLUMNS) for key, rows in groups(owned, PARTITION_KEY)}
+    no_owner = owned.select(OWNED_COLUMNS).slice(0, 0)
+    judged = [judge_partition(key, rows.select(RECORD_COLUMNS), owners.get(key, no_owner), windows, gap_ns)
               for key, rows in groups(bulk, PARTITION_KEY)]
     return pa.concat_tables(judged) if judged else SCHEMA.empty_table()

@@ -44,7 +44,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, StringType
 
-from experiments.bulk_pass import BULK_KINDS, PARTITION_KEY, SCHEMA, Windows, judge_partition, judge_trials
+from experiments.bulk_pass import (
+    BULK_KINDS,
+    OWNED_COLUMNS,
+    PARTITION_KEY,
+    SCHEMA,
+    Windows,
+    judge_partition,
+    judge_trials,
+)
 from experiments.engine import store
 from lab_cluster.trace_reader import TRACE_SCHEMA
 
@@ -218,18 +226,18 @@ def bulk_pass(events: DataFrame, intervals: DataFrame, windows: DataFrame,
     the partition's ownership intervals; each group is judged in Arrow
     (`experiments/bulk_pass.py`). The change windows, a few rows per trial, go
     with the function."""
-    lookup = Windows.of(windows.select("trial", "change_index", "start_ns", "stop_ns").collect())
+    lookup = _window_lookup(windows)
     gap_ns = int(gap_s * NS_PER_S)
-    part = ["trial", "topic", "partition"]
     bulk = events.where(F.col("kind").isin(*BULK_KINDS)).select(
-        *part, "actor", (F.col("kind") == "processed").alias("processed"), "ts_ns", "offset")
+        *PARTITION_KEY, "actor", (F.col("kind") == "processed").alias("processed"), "ts_ns", "offset")
     # new names for the intervals' columns: both sides come from `events`, which Spark would call ambiguous
-    owned = intervals.select(*(F.col(c).alias(c) for c in [*part, "actor", "start_ns", "stop_ns"]))
+    owned = intervals.select(*(F.col(c).alias(c) for c in [*PARTITION_KEY, *OWNED_COLUMNS]))
 
     def judge(key, records, ownership):
         return judge_partition(key, records, ownership, lookup, gap_ns)
 
-    return bulk.groupBy(*part).cogroup(owned.groupBy(*part)).applyInArrow(judge, from_arrow_schema(SCHEMA))
+    return (bulk.groupBy(*PARTITION_KEY).cogroup(owned.groupBy(*PARTITION_KEY))
+            .applyInArrow(judge, from_arrow_schema(SCHEMA)))
 
 
 def bulk_pass_of_files(spark: SparkSession, files: list[str], intervals: DataFrame, windows: DataFrame,
@@ -243,8 +251,8 @@ def bulk_pass_of_files(spark: SparkSession, files: list[str], intervals: DataFra
     quarters of its time (README, "Metrics throughput"). What it needs beside the files, the
     ownership intervals and the change windows (a few rows per change), goes
     with the function. Each file must hold whole trials (`Digest.of_files`)."""
-    lookup = Windows.of(windows.select("trial", "change_index", "start_ns", "stop_ns").collect())
-    owned = intervals.select(*PARTITION_KEY, "actor", "start_ns", "stop_ns").toArrow()
+    lookup = _window_lookup(windows)
+    owned = intervals.select(*PARTITION_KEY, *OWNED_COLUMNS).toArrow()
     gap_ns = int(gap_s * NS_PER_S)
     columns = [*PARTITION_KEY, "actor", "kind", "ts_ns", "offset"]
 
@@ -261,6 +269,11 @@ def bulk_pass_of_files(spark: SparkSession, files: list[str], intervals: DataFra
                 yield from judge_trials(bulk, theirs, lookup, gap_ns).to_batches()
 
     return spark.range(0, len(files), 1, max(len(files), 1)).mapInArrow(judge_files, from_arrow_schema(SCHEMA))
+
+
+def _window_lookup(windows: DataFrame) -> Windows:
+    """The change windows (`change_windows`), a few rows a trial, collected for the bulk pass's function."""
+    return Windows.of(windows.select("trial", "change_index", "start_ns", "stop_ns").collect())
 
 
 def _no_partition_in_two_files(bulk: DataFrame) -> None:
