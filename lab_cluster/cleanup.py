@@ -40,6 +40,9 @@ TEMP_PREFIX = "rebalance-lab-"
 #: Marker on every JVM command line and container: the pid of the lab process that owns it.
 OWNER_PROPERTY = "rebalance.lab.owner"
 OWNER_LABEL = "rebalance-lab.owner"
+#: Marker on the command line of the Spark driver JVM a lab process starts (`lab_cluster.spark`): its pid. Not the
+#: owner marker, because that JVM serves its process until the process ends and is no leak while it lives.
+SPARK_DRIVER_PROPERTY = "rebalance.lab.spark.driver"
 
 
 class Reaper:

@@ -3,6 +3,9 @@
 Every lab resource carries the pid of the process that owns it:
 
 - ZooKeeper JVMs: `-Drebalance.lab.owner=<pid>` on their command line;
+- the Spark driver JVM a lab process starts: `-Drebalance.lab.spark.driver=<pid>`
+  (it serves its process until the process ends: a leak only once the owner is
+  gone, so `find_leaks` lists it for another process, not for the caller);
 - brokers, producers, consumer hosts: `--rebalance.lab.owner=<pid>` likewise;
 - containers: the label `rebalance-lab.owner=<pid>`;
 - temp dirs: `<tmp>/rebalance-lab-<pid>-...`;
@@ -23,12 +26,13 @@ import signal
 import tempfile
 from pathlib import Path
 
-from .cleanup import OWNER_LABEL, OWNER_PROPERTY, TEMP_PREFIX
+from .cleanup import OWNER_LABEL, OWNER_PROPERTY, SPARK_DRIVER_PROPERTY, TEMP_PREFIX
 from .faultproxy import open_proxies
 from .processes import proc_stat
 
 # `-Drebalance.lab.owner=PID` on a JVM, `--rebalance.lab.owner=PID` on a Python child.
 _OWNER_ARG = re.compile(rf"-{{1,2}}D?{re.escape(OWNER_PROPERTY)}=(\d+)")
+_DRIVER_ARG = re.compile(rf"-D{re.escape(SPARK_DRIVER_PROPERTY)}=(\d+)")
 _TEMP_NAME = re.compile(rf"^{re.escape(TEMP_PREFIX)}(\d+)-")
 
 
@@ -44,7 +48,7 @@ def _alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
-def lab_processes() -> dict[int, int]:
+def lab_processes(marker: re.Pattern = _OWNER_ARG) -> dict[int, int]:
     """{pid: owner pid} for every running lab child process (ZooKeeper JVMs, brokers, ...)."""
     found = {}
     for entry in Path("/proc").iterdir():
@@ -54,10 +58,15 @@ def lab_processes() -> dict[int, int]:
             cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        m = _OWNER_ARG.search(cmdline)
+        m = marker.search(cmdline)
         if m and _alive(int(entry.name)):
             found[int(entry.name)] = int(m.group(1))
     return found
+
+
+def spark_drivers() -> dict[int, int]:
+    """{pid: owner pid} for every running Spark driver JVM a lab process started (`lab_cluster.spark`)."""
+    return lab_processes(_DRIVER_ARG)
 
 
 def lab_containers():
@@ -88,6 +97,8 @@ def find_leaks(owner_pid: int | None = None) -> list[str]:
     """What the lab process `owner_pid` (default: this one) still has running or on disk."""
     owner = owner_pid or os.getpid()
     leaks = [f"lab process pid {pid}" for pid, o in lab_processes().items() if o == owner]
+    if owner != os.getpid():
+        leaks += [f"Spark driver JVM pid {pid}" for pid, o in spark_drivers().items() if o == owner]
     leaks += [f"container {c.name} ({c.status})" for c, o in lab_containers() if o == owner]
     leaks += [f"temp dir {p}" for p, o in lab_temp_dirs().items() if o == owner]
     if owner == os.getpid():
@@ -98,7 +109,7 @@ def find_leaks(owner_pid: int | None = None) -> list[str]:
 def reap_orphans() -> list[str]:
     """Remove JVMs, containers and temp dirs whose owning lab process is gone."""
     reaped = []
-    for pid, owner in lab_processes().items():
+    for pid, owner in [*lab_processes().items(), *spark_drivers().items()]:
         if not _alive(owner):
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -175,6 +175,34 @@ def _proc_state(pid: int) -> str:
     return fields[0] if fields else "?"
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, ...), read from /proc; [] where there is none."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        fields = proc_stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
+    """Wait until these processes have exited (a zombie has), at most `timeout_s`; SIGKILL the ones still there
+    then, and return them."""
+    deadline = time.monotonic() + timeout_s
+    living = [p for p in pids if _proc_state(p) not in ("?", "Z")]
+    while living and time.monotonic() < deadline:
+        time.sleep(0.1)
+        living = [p for p in living if _proc_state(p) not in ("?", "Z")]
+    for pid in living:
+        signal_process(pid, signal.SIGKILL)
+    return living
+
+
 _STDOUT = threading.Lock()
 
 
