@@ -98,10 +98,11 @@ class KafkaPythonMember(RealClientMember):
                 member._on_assigned([(tp.topic, tp.partition) for tp in consumer.assignment()], generation)
 
         def committed(offsets, result):
-            self._on_committed([(tp.topic, tp.partition, meta.offset) for tp, meta in offsets.items()],
-                               kafka_error_name(result))
+            self._on_commit_answered([(tp.topic, tp.partition, meta.offset) for tp, meta in offsets.items()],
+                                     kafka_error_name(result))
 
         consumer = KafkaConsumer(**{**self.config, "default_offset_commit_callback": committed})
+        self._trace_synchronous_commits(consumer._coordinator)
         try:
             consumer.subscribe(self.topics, listener=Listener())
             self._set_state(State.REBALANCING)
@@ -113,6 +114,25 @@ class KafkaPythonMember(RealClientMember):
             self._fail(f"{exc.__class__.__name__}: {exc}")
         finally:
             consumer.close()  # auto-commit (if on), then LeaveGroup unless static: the Java client's close()
+
+    def _trace_synchronous_commits(self, coordinator) -> None:
+        """Record kafka-python's synchronous commits, which call no callback: the auto-commit before a rebalance
+        (`_on_join_prepare_async`) and in `close()` both await the coordinator's `_commit_offsets_sync_async`
+        (kafka-python 3.0.12), which the member wraps: the same call with the same arguments, its answer
+        recorded, its result or error passed on unchanged."""
+        library = coordinator._commit_offsets_sync_async
+
+        async def commit_offsets_sync(offsets, timeout_ms=None):
+            answered = [(tp.topic, tp.partition, meta.offset) for tp, meta in (offsets or {}).items()]
+            try:
+                result = await library(offsets, timeout_ms=timeout_ms)
+            except Exception as exc:
+                self._on_committed(answered, kafka_error_name(exc))
+                raise
+            self._on_committed(answered, None)
+            return result
+
+        coordinator._commit_offsets_sync_async = commit_offsets_sync
 
     def _learn_member_id(self, consumer) -> int | None:
         """The generation kafka-python holds, and its member id: kafka-python keeps both in its coordinator's

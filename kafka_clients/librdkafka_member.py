@@ -23,7 +23,9 @@ commit callback would report, after the partitions were revoked, a commit the
 coordinator accepted under the old generation: the trace would show a member
 committing partitions it no longer owns. librdkafka still commits them as it
 unassigns, the very offsets the wrapper has just committed: those repeats move
-no committed offset, and the wrapper does not record them (`_repeat`).
+no committed offset, and the wrapper does not record them; nor an
+asynchronous commit whose answer librdkafka hands over after a later commit's:
+the coordinator answered it first (`kafka_clients/member.py: LastAccepted`).
 Partitions *lost* (`on_lost`: the coordinator no longer knows the member) are
 not committed: their generation is gone.
 """
@@ -82,8 +84,6 @@ class LibrdkafkaMember(RealClientMember):
     def _run(self) -> None:
         import confluent_kafka
 
-        self._accepted: dict[tuple[str, int], int] = {}  # the offset of the last accepted commit, per partition
-
         def committed(error, partitions):
             name = None if error is None else error.name()
             # a partition's own error, where the request as a whole succeeded (OffsetCommit answers per partition);
@@ -91,8 +91,7 @@ class LibrdkafkaMember(RealClientMember):
             # (RD_KAFKA_OFFSET_INVALID, -1001): no commit was made for them
             for tp in (tp for tp in partitions or [] if tp.offset >= 0):
                 error = name or (tp.error.name() if tp.error is not None else None)
-                if not self._repeat(tp, error):
-                    self._on_committed([(tp.topic, tp.partition, tp.offset)], error)
+                self._on_commit_answered([(tp.topic, tp.partition, tp.offset)], error)
 
         consumer = confluent_kafka.Consumer({**self.config, "on_commit": committed})
         cooperative = consumer_protocol_incremental(self.config)
@@ -148,18 +147,7 @@ class LibrdkafkaMember(RealClientMember):
             return
         for tp in (tp for tp in result or [] if tp.offset >= 0):
             error = tp.error.name() if tp.error else None
-            self._repeat(tp, error)
             self._on_committed([(tp.topic, tp.partition, tp.offset)], error)
-
-    def _repeat(self, tp, error: str | None) -> bool:
-        """True for an accepted commit of the offset this member's last accepted commit of the partition already
-        made (librdkafka's commit as it unassigns, after the wrapper's own); remembers an accepted one."""
-        if error is not None:
-            return False
-        key = (tp.topic, tp.partition)
-        repeat = self._accepted.get(key) == tp.offset
-        self._accepted[key] = tp.offset
-        return repeat
 
 
 def generation_of(consumer) -> int | None:

@@ -9,7 +9,8 @@ The client is the library's own (kafka-python's `KafkaConsumer`, librdkafka's
                 with the generation the client holds, where the library lets it be read)
     the client's commit callback -> commit, one per partition: outcome `accepted`, `fenced` (the coordinator
                 refused it as from a member it no longer knows: `FENCING_ERRORS`) or `failed`, and the error's
-                Kafka name
+                Kafka name; an answer that is no news is not recorded (`LastAccepted`)
+    a synchronous commit (before a rebalance, in close()) -> commit likewise, as its answer comes
     stop()   -> the client's close() (a commit if auto-commit is on, a LeaveGroup unless static), consumer_stop
 
 States (`consumer_state`): STARTING -> REBALANCING (revoked, or waiting for a
@@ -64,6 +65,51 @@ def commit_outcome(error: str | None) -> str:
     return "accepted" if error is None else "fenced" if error in FENCING_ERRORS else "failed"
 
 
+class LastAccepted:
+    """The offset of this member's last recorded accepted commit, per partition it holds: which of the client's
+    commit answers are news for the trace.
+
+    An asynchronous commit's answer reaches the wrapper through the library's commit callback, which the library
+    calls from its next `poll` (or `close`), and so can come after the answer to a later, synchronous commit
+    (before a rebalance, or in `close`), which is recorded as soon as it arrives. The coordinator answered them in
+    the order they were sent (one member's commits go over its one connection to the coordinator, and Kafka
+    handles a connection's requests one at a time), so an accepted offset lower than the one already recorded was
+    accepted *before* it: recorded now, it would show a committed offset moving backwards that the coordinator
+    never moved (seen once in CI, as a zombie trial's librdkafka member was stopped: auto-commit of 103 sent,
+    revoke's sync commit of 104 sent and answered, then the callback for 103). Such an answer, and a repeat of
+    the offset already recorded (librdkafka's own commit as it unassigns, after the wrapper's), is not news. A
+    partition assigned anew starts afresh: someone else may have committed it lower meanwhile (a zombie), and its
+    next commit is news.
+
+    >>> last = LastAccepted()
+    >>> last.is_news("t", 1, 103, None), last.remember("t", 1, 104, None), last.is_news("t", 1, 103, None)
+    (True, None, False)
+    >>> last.is_news("t", 1, 104, None), last.is_news("t", 1, 100, "ILLEGAL_GENERATION")
+    (False, True)
+    >>> last.is_news("t", 1, 105, None)
+    True
+    >>> last.forget([("t", 1)]); last.is_news("t", 1, 90, None)
+    True
+    """
+
+    def __init__(self) -> None:
+        self._offsets: dict[tuple[str, int], int] = {}
+
+    def is_news(self, topic: str, partition: int, offset: int, error: str | None) -> bool:
+        """An asynchronous commit's answer: True if the trace should record it (a refused commit always is)."""
+        last = self._offsets.get((topic, partition))
+        return error is not None or last is None or offset > last
+
+    def remember(self, topic: str, partition: int, offset: int, error: str | None) -> None:
+        """A commit's answer the trace records."""
+        if error is None:
+            self._offsets[(topic, partition)] = offset
+
+    def forget(self, partitions: list[tuple[str, int]]) -> None:
+        for tp in partitions:
+            self._offsets.pop(tp, None)
+
+
 class State(enum.Enum):
     STARTING = "starting"
     REBALANCING = "rebalancing"
@@ -89,6 +135,7 @@ class RealClientMember:
         self.error: str | None = None
         self.member_id = ""
         self._owned: set[tuple[str, int]] = set()
+        self._accepted = LastAccepted()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._guarded_run, name=f"poll-{actor}", daemon=True)
@@ -141,14 +188,21 @@ class RealClientMember:
 
     def _on_assigned(self, owned: list[tuple[str, int]], generation: int | None) -> None:
         with self._lock:
+            self._accepted.forget(list(set(owned) - self._owned))
             self._owned = set(owned)
         self.trace.record("assigned", member=self.member_id, generation=generation,
                           partitions=[list(tp) for tp in sorted(owned)])
         self._set_state(State.STABLE)
 
+    def _on_commit_answered(self, offsets: list[tuple[str, int, int]], error: str | None) -> None:
+        """An asynchronous commit's answer, from the client's commit callback: recorded where it is news."""
+        self._on_committed([(t, p, o) for t, p, o in offsets if self._accepted.is_news(t, p, o, error)], error)
+
     def _on_committed(self, offsets: list[tuple[str, int, int]], error: str | None) -> None:
-        """`error`: the Kafka name of the error the commit got (None: accepted)."""
+        """A commit's answer, recorded as it is. `error`: the Kafka name of the error the commit got (None:
+        accepted)."""
         for topic, partition, offset in offsets:
+            self._accepted.remember(topic, partition, offset, error)
             self.trace.record("commit", member=self.member_id, topic=topic, partition=partition, offset=offset,
                               outcome=commit_outcome(error), error=error or "NONE")
 

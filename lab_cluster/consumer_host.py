@@ -41,27 +41,41 @@ def print_state_line(actor: str, member: GroupMember) -> None:
     emit_line(member.snapshot().line(actor))
 
 
-def actor_names(name: str, count: int) -> list[str]:
-    """The actors a host of `count` consumers named `name` runs: `name` alone, or `name1..nameN`."""
+def actor_names(name: str, count: int, first: int = 0) -> list[str]:
+    """The actors a host of `count` consumers named `name` runs: `name` alone, or `name1..nameN`; with `first`,
+    one slice of a larger group spread over several hosts, `name<first>..name<first + count - 1>`.
+
+    >>> actor_names("c", 1), actor_names("c", 3), actor_names("c", 2, first=5)
+    (['c'], ['c1', 'c2', 'c3'], ['c5', 'c6'])
+    """
+    if first:
+        return [f"{name}{first + i}" for i in range(count)]
     return [name] if count == 1 else [f"{name}{i + 1}" for i in range(count)]
+
+
+def host_name(name: str, count: int, first: int = 0) -> str:
+    """What a host calls itself (its health actor's prefix, `host_health.host_actor`): `name`, or for a slice
+    of a spread group the slice, `c5-6`."""
+    return f"{name}{first}-{first + count - 1}" if first else name
 
 
 class ConsumerHost:
     def __init__(self, family: Family, address: str, group: str, topics: list[str], count: int,
-                 trial_dir: str | Path, *, name: str = "c", trial: str = "adhoc",
+                 trial_dir: str | Path, *, name: str = "c", first: int = 0, trial: str = "adhoc",
                  overrides: dict[str, str] | None = None,
                  on_change: Callable[[str, GroupMember], None] | None = None):
         if count < 1:
             raise LabError(f"--count {count}: a host runs at least one consumer.", "Use --count 1 or more.")
         props = {"group.id": group, family.address_config: address, **(overrides or {})}
-        actors = actor_names(name, count)
+        actors = actor_names(name, count, first)
         configs = [family.configure(props, actor) for actor in actors]  # validate before starting anything
         self.members: list[GroupMember] = []
         self.traces: list[TraceRecorder] = []
         # the host measures itself from the start (`host_health.py`), judged by its members' shortest timeout
-        health_trace = TraceRecorder(trial_dir, trial=trial, design=family.name, actor=host_actor(name))
+        host = host_name(name, count, first)
+        health_trace = TraceRecorder(trial_dir, trial=trial, design=family.name, actor=host_actor(host))
         self.traces.append(health_trace)
-        self.health = HealthProbe(health_trace, name, min(family.session_timeout_ms(c) for c in configs))
+        self.health = HealthProbe(health_trace, host, min(family.session_timeout_ms(c) for c in configs))
         for actor, config in zip(actors, configs, strict=True):
             trace = TraceRecorder(trial_dir, trial=trial, design=family.name, actor=actor)
             self.traces.append(trace)
@@ -117,14 +131,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trial-dir", required=True)
     parser.add_argument("--trial", default="adhoc")
     parser.add_argument("--name", default="c")
+    parser.add_argument("--first", type=int, default=0,
+                        help="number the members from here (one slice of a group spread over several hosts)")
     parser.add_argument("--config", action="append", default=[], help="KEY=VALUE, in the family's config names")
     add_owner_argument(parser)
     args = parser.parse_args(argv)
     from .properties import parse_overrides
 
     host = ConsumerHost(load_family(args.family), args.address, args.group, args.topic, args.count,
-                        args.trial_dir, name=args.name, trial=args.trial, overrides=parse_overrides(args.config),
-                        on_change=print_state_line).start()
+                        args.trial_dir, name=args.name, first=args.first, trial=args.trial,
+                        overrides=parse_overrides(args.config), on_change=print_state_line).start()
     try:
         serve_until_terminated({"consumers": [m.ident for m in host.members]})
     finally:

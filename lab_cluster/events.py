@@ -149,6 +149,8 @@ KINDS: dict[str, EventKind] = _kinds(
     # -- the trial runner and the fault injector -------------------------------------------------------
     EventKind("setup", ("topic", "partitions", "group", "consumers"), "the trial's set-up, with its spec"),
     EventKind("member_started", ("member", "pid"), "the runner started a consumer process"),
+    EventKind("hosts_placed", ("hosts",), "the group's hosts started as tasks of a Spark barrier stage, and where "
+              "each ran (`experiments/engine/host_tasks.py`)"),
     EventKind("membership", ("member", "action"), "the runner added or removed a member"),
     EventKind("change", ("index", "change", "members_before", "members_after"), "a step of the scenario begins"),
     EventKind("converged", ("index", "members"), "the runner saw the group converged after a change"),

@@ -229,18 +229,28 @@ class HealthProbe:
             self._thread.join()
 
     def _run(self) -> None:
-        window = Window(time.monotonic(), process_cpu_s())
+        window = Window(*_clocks())
         due = window.started + self.tick_s
         while not self._stop.wait(max(due - time.monotonic(), 0.0)):
             now = time.monotonic()
             window.tick(now - due)
             due = now + self.tick_s
             if now - window.started >= self.window_s:
-                self._record(window, now)
-                window = Window(now, process_cpu_s())
-        self._record(window, time.monotonic())
+                closed = _clocks()
+                self._record(window, *closed)
+                window = Window(*closed)
+        self._record(window, *_clocks())
 
-    def _record(self, window: Window, now: float) -> None:
+    def _record(self, window: Window, now: float, cpu_now: float) -> None:
         self.trace.record(HEALTH, host=self.host, pid=os.getpid(), session_timeout_ms=self.session_timeout_ms,
-                          threads=threading.active_count(), **window.fields(now, process_cpu_s()),
-                          **_drain_meters())
+                          threads=threading.active_count(), **window.fields(now, cpu_now), **_drain_meters())
+
+
+def _clocks() -> tuple[float, float]:
+    """(monotonic time, this process's CPU seconds), read together: a window closed and the next opened with the
+    same pair have lengths and CPU that cover the same spans, and tile the host's life.
+
+    Read apart, a starved probe thread (waiting for the GIL among hundreds of member threads) can read the CPU
+    well after the window's end, counting CPU a second window's length does not: the likely cause of the 2.44
+    CPU seconds per second one host showed on a two-core machine (N=1,024, `benchmarks/group_size.json`)."""
+    return time.monotonic(), process_cpu_s()

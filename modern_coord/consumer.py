@@ -736,6 +736,11 @@ class ModernConsumer(CoordinatorLink):
                 if tp in self._positions:
                     self._positions[tp] = new_position
         if not got_any:
+            # Departure: Java's poll blocks in the network client and wakes as soon as any answer arrives; here a
+            # member that fetched nothing sleeps up to 50 ms, so during a cooperative rebalance
+            # (`_call_while_fetching`) it notices JoinGroup's or SyncGroup's answer up to 50 ms late. That widens
+            # the window in which another member's rejoin overtakes its SyncGroup (REBALANCE_IN_PROGRESS, as in
+            # Kafka): the same outcomes as Kafka, more often.
             self._stop.wait(min(self.config.fetch_max_wait_ms, 50) / 1000)
 
     def _maybe_auto_commit(self) -> None:

@@ -9,6 +9,7 @@ from the worker's Spark jars) and brokers inside its executor's task.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +40,21 @@ def _lab_zip(path: Path) -> Path:
     return path
 
 
+def _spark_submit(cluster, tmp_path: Path, *lab_args: str) -> Path:
+    """The README's `spark-submit` path: the lab zipped, `lab_experiments.py LAB_ARGS` on `cluster` with the
+    embedded backend, into `tmp_path/run`, which it returns once the command has succeeded."""
+    out = tmp_path / "run"
+    command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,
+               "--conf", "spark.executor.memory=1g", "--conf", "spark.driver.host=127.0.0.1",
+               "--py-files", str(_lab_zip(tmp_path / "lab.zip")), str(REPO / "scripts" / "lab_experiments.py"),
+               *lab_args, "--backend", "embedded", "--out", str(out)]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()))
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out
+
+
 @pytest.fixture(scope="module")
 def cluster():
     with StandaloneCluster(workers=2, cores_per_worker=1, memory_per_worker="2g") as started:
@@ -52,16 +68,7 @@ def test_two_workers_register_on_loopback(cluster):
 
 
 def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
-    out = tmp_path / "run"
-    command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,
-               "--conf", "spark.executor.memory=1g", "--conf", "spark.driver.host=127.0.0.1",
-               "--py-files", str(_lab_zip(tmp_path / "lab.zip")), str(REPO / "scripts" / "lab_experiments.py"),
-               "run", "herd", "--designs", "legacy,modern", "--consumers", "2", "--backend", "embedded",
-               "--out", str(out)]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()))
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=840)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "legacy,modern", "--consumers", "2")
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary.design) == {"legacy", "modern"} and set(summary.status) == {"ok"}, summary.reason.tolist()
     # the trials ran in the cluster's executors (a task's working dir is its executor's, under its worker's
@@ -71,6 +78,21 @@ def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
     # and the application ran on the master, to its end
     apps = cluster.status()["completedapps"]
     assert apps and apps[-1]["state"] == "FINISHED"
+
+
+def test_a_trials_group_spreads_over_the_clusters_executors(cluster, tmp_path):
+    """`--host-tasks 2`: the group's two hosts run as a barrier stage's tasks, one on each worker's executor,
+    while the trial runs on the driver (`experiments/engine/host_tasks.py`)."""
+    out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "modern", "--consumers", "4",
+                        "--host-tasks", "2")
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary.status) == {"ok"} and set(summary.hosts) == {3}, summary.reason.tolist()
+    trials = pd.read_parquet(out / "results" / "trials.parquet")
+    host_dirs = json.loads(trials.host_task_dirs.iloc[0])
+    # each host task in an executor of its own worker; the trial itself on the driver (outside the workers)
+    workers = {d.split("/app-")[0] for d in host_dirs}
+    assert len(host_dirs) == 2 and len(workers) == 2 and all("/worker" in d for d in host_dirs), host_dirs
+    assert "/app-" not in trials.spark_task_dir.iloc[0]
 
 
 def test_spark_up_serves_until_ctrl_c_and_leaves_nothing():

@@ -1,9 +1,10 @@
 """`run EXPERIMENT`, `reproduce` and `report RUN_DIR`: the lab's main job.
 
 - `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile quick|full] [--out DIR] [--master URL]
-  [--trials-per-machine K] [--backend B]`: the experiment's grid as a Spark job, a progress bar per trial, a
-  results table at the end; writes `DIR/summary.csv`, `DIR/results/*.parquet`, `DIR/environment.json` and
-  the run's own report, `DIR/REPORT.md`.
+  [--trials-per-machine K] [--backend B] [--host-tasks K]`: the experiment's grid as a Spark job, a progress
+  bar per trial, a results table at the end (with `--host-tasks`, each trial's group spread over a barrier
+  stage's tasks: `experiments/engine/host_tasks.py`); writes `DIR/summary.csv`, `DIR/results/*.parquet`,
+  `DIR/environment.json` and the run's own report, `DIR/REPORT.md`.
 - `reproduce [--profile quick|full]`: every experiment into a new run directory under `runs/`, its report
   rendered there, and which of the published report's findings held in it (`DIR/findings.csv`).
 - `run` and `reproduce` first store each experiment's computed part, if it has one (`Experiment.compute`), in
@@ -21,6 +22,7 @@ import json
 import os
 import shlex
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,6 +46,10 @@ def add_parsers(sub) -> None:
     run.add_argument("--partitions", type=int, help="partitions of the topic (default: the profile's)")
     run.add_argument("--seeds", type=int, help="repetitions of each trial (default: the profile's, else 1)")
     run.add_argument("--out", help="run directory or URI (default: runs/<time>-<experiment>-<profile>)")
+    run.add_argument("--host-tasks", type=int, default=0,
+                     help="spread each trial's group over this many tasks of one Spark barrier stage, on the "
+                          "cluster's executors (trials of one shared host; others run as they are); the trials then "
+                          "run on the driver, one at a time (default 0: the group's host beside its trial)")
     run.set_defaults(run=run_experiment)
     reproduce = sub.add_parser("reproduce", help="run every experiment, render the run's report, compare its "
                                                  "findings with the published REPORT.md")
@@ -182,6 +188,7 @@ def run_experiment(args) -> int:
     experiment = EXPERIMENTS[args.experiment]
     specs = experiment.grid(args.profile, _designs(args.designs, experiment), _int_list(args.consumers, "--consumers"),
                             args.partitions, args.seeds)
+    specs = spread_over_tasks(specs, args.host_tasks)
     out = args.out or _new_run_dir(f"{args.experiment}-{args.profile}")
     store_computed([experiment], args.profile, out)
     summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)
@@ -190,6 +197,22 @@ def run_experiment(args) -> int:
     if store.local_path(out) is not None:
         _report_and_findings(console, Path(out), summary)
     return _trials_verdict(console, summary)
+
+
+def spread_over_tasks(specs, tasks: int) -> list:
+    """`specs` with each shared host's group spread over `tasks` barrier tasks (at most one per member);
+    trials whose members have processes of their own (`layout="spread"`) are left as they are.
+
+    >>> from experiments.engine.trial import TrialSpec
+    >>> [s.host_tasks for s in spread_over_tasks([TrialSpec("herd", "modern", 1, 4), TrialSpec("herd", "modern",
+    ...     8, 8), TrialSpec("zombie", "modern", 2, 4, layout="spread", steps=("pause",))], 2)]
+    [1, 2, 0]
+    """
+    if tasks < 0:
+        raise LabError(f"--host-tasks {tasks}: a number of tasks is 0 or more.", "Use 0 (no spread), 2, 4, ...")
+    if not tasks:
+        return list(specs)
+    return [replace(s, host_tasks=min(tasks, s.consumers)) if s.layout == "shared" else s for s in specs]
 
 
 def run_reproduce(args) -> int:
@@ -212,9 +235,9 @@ def _report_and_findings(console: Console, run_dir: Path, summary) -> None:
     report = render(run_dir)
     outcomes = [o for o in published.compare(summary, store.read_computed(run_dir))
                 if o.experiment in set(summary.experiment)]
-    published.save(outcomes, run_dir)
+    findings = published.save(outcomes, run_dir)
     _print_findings(console, outcomes)
-    console.print(f"[bold]{published.verdict(outcomes)}[/] (this run's findings: {run_dir / 'findings.csv'})")
+    console.print(f"[bold]{published.verdict(outcomes)}[/] (this run's findings: {findings})")
     console.print(f"this run's report: {report}  (the published one, {_shown(published.REPORT)}, is unchanged)")
     console.print(f"compare it: diff {_shown(published.REPORT)} {report}")
     refused = published.refusals(run_dir)

@@ -22,7 +22,8 @@ the group has converged on `members`:
 - their partitions are disjoint and cover all P;
 - and that has held for `quiet_s`.
 
-It returns None, or why not: at once when a member gave up (waiting longer
+It returns None, or why not: at once when a member gave up or the watch was
+told the group is broken (`broken`: a host of it was lost; waiting longer
 cannot help), else what was still missing at the limit. The runner only uses this to know when to take the next step;
 the reported convergence time is computed from the traces by the analysis.
 """
@@ -44,6 +45,7 @@ class GroupWatch:
         self.partitions = partitions
         self.quiet_s = quiet_s
         self._latest: dict[str, tuple[int, dict]] = {}  # actor -> (received ns, line)
+        self.broken_by: str | None = None  # why the group can no longer converge (`broken`)
         self._changed = threading.Condition()
 
     def update(self, line: str) -> None:
@@ -57,6 +59,12 @@ class GroupWatch:
             self._latest[state["actor"]] = (time.monotonic_ns(), state)
             self._changed.notify_all()
 
+    def broken(self, reason: str) -> None:
+        """The group can no longer converge (a host of its members is gone): every wait ends with `reason`."""
+        with self._changed:
+            self.broken_by = self.broken_by or reason
+            self._changed.notify_all()
+
     def forget(self, actor: str) -> None:
         with self._changed:
             self._latest.pop(actor, None)
@@ -65,6 +73,8 @@ class GroupWatch:
         """Why the group has not converged on `members` (None if it has)."""
         with self._changed:
             latest = {m: self._latest.get(m) for m in members}
+            if self.broken_by:
+                return self.broken_by
         # first: it decides the outcome whatever the others say (from the same copy as the rest)
         gave_up = [m for m, v in latest.items() if v is not None and v[1].get("gave_up")]
         if gave_up:
@@ -109,7 +119,7 @@ class GroupWatch:
                     return None
             else:
                 held_since = None
-                if self.gave_up(members) or now > deadline:
+                if self.gave_up(members) or self.broken_by or now > deadline:
                     return problem
             with self._changed:
                 self._changed.wait(0.05)

@@ -5,7 +5,10 @@
    gets it (`local[*]` by default, any `--master`). Each task takes a machine
    slot first (`slots.py`: timing-sensitive trials do not share a machine unless
    the user raises `trials_per_machine`), runs the trial into the run
-   directory (`store.py`) and returns its `TrialResult` as one row.
+   directory (`store.py`) and returns its `TrialResult` as one row. A trial
+   whose group is spread over a barrier stage's tasks (`TrialSpec.host_tasks`,
+   `host_tasks.py`) submits that stage itself: such trials run on the driver,
+   one at a time, after the others.
 2. `analyse` reads every trial's traces back as one DataFrame (from the Parquet
    file each trial's task wrote as it ended) and computes the
    metrics (`metrics.py`) for the trials that ran to the end, checks each one's
@@ -119,24 +122,28 @@ def _interrupt_if_spark_dies() -> None:
     threading.Thread(target=watch, name="spark-watchdog", daemon=True).start()
 
 
+def _run_one(spec: TrialSpec, run_uri: str, trials_per_machine: int, zk_backend: BackendRequest,
+             spark_context=None) -> dict:
+    """Run one trial where this code runs (a task, or the driver for one with `host_tasks`): its result row."""
+    local_dir, remote = _trial_location(run_uri, spec.trial_id)
+    with machine_slot(trials_per_machine):
+        result = run_trial(spec, local_dir, zk_backend, spark_context)
+    # where the task ran: on a standalone cluster, the executor's work dir names its worker and executor
+    result.environment["spark_task_dir"] = os.getcwd()
+    if remote:
+        store.publish(local_dir, remote)
+        result.trial_dir = remote
+    return {"trial": result.trial, "status": result.status, "reason": result.reason, "trial_dir": result.trial_dir,
+            "wall_s": float(result.wall_s), "environment": json.dumps(result.environment)}
+
+
 def _run_trials(batches, run_uri: str, trials_per_machine: int, zk_backend: BackendRequest):
     """The Spark task: run each trial of this partition (one, by construction) and yield its result row."""
     honour_ctrl_c()
     _interrupt_if_spark_dies()
     for batch in batches:
         for row in batch.to_dict("records"):
-            spec = TrialSpec.from_row(row)
-            local_dir, remote = _trial_location(run_uri, spec.trial_id)
-            with machine_slot(trials_per_machine):
-                result = run_trial(spec, local_dir, zk_backend)
-            # where the task ran: on a standalone cluster, the executor's work dir names its worker and executor
-            result.environment["spark_task_dir"] = os.getcwd()
-            if remote:
-                store.publish(local_dir, remote)
-                result.trial_dir = remote
-            yield pd.DataFrame([{"trial": result.trial, "status": result.status, "reason": result.reason,
-                                 "trial_dir": result.trial_dir, "wall_s": float(result.wall_s),
-                                 "environment": json.dumps(result.environment)}])
+            yield pd.DataFrame([_run_one(TrialSpec.from_row(row), run_uri, trials_per_machine, zk_backend)])
 
 
 def grid_frame(spark: SparkSession, specs: list[TrialSpec]) -> DataFrame:
@@ -161,6 +168,22 @@ def run_grid(spark: SparkSession, specs: list[TrialSpec], run_uri: str, *, trial
     if local is not None:
         local.mkdir(parents=True, exist_ok=True)
         (local / "grid.json").write_text(json.dumps([s.as_row() for s in specs], indent=1) + "\n")
+    in_tasks = [s for s in specs if not s.host_tasks]
+    rows = _run_in_tasks(spark, in_tasks, run_uri, trials_per_machine, zk_backend, on_progress) if in_tasks else []
+    # a trial whose hosts are a barrier stage's tasks submits that stage itself: it runs here, on the driver, one
+    # at a time, after the others (which would hold the task slots its stage needs)
+    on_driver = [s for s in specs if s.host_tasks]
+    if on_driver:
+        rows.append(_run_on_driver(spark, on_driver, run_uri, trials_per_machine, zk_backend, on_progress))
+    if not rows:
+        return pd.DataFrame(columns=RESULT_SCHEMA.names)
+    return pd.concat(rows, ignore_index=True) if len(rows) > 1 else rows[0]
+
+
+def _run_in_tasks(spark: SparkSession, specs: list[TrialSpec], run_uri: str, trials_per_machine: int,
+                  zk_backend: BackendRequest, on_progress) -> list[pd.DataFrame]:
+    """The grid's trials as one Spark job, a task each; polls their progress while it runs."""
+    local = store.local_path(run_uri)
     job = grid_frame(spark, specs).mapInPandas(
         lambda batches: _run_trials(batches, run_uri, trials_per_machine, zk_backend), RESULT_SCHEMA)
     outcome: dict = {}
@@ -179,7 +202,36 @@ def run_grid(spark: SparkSession, specs: list[TrialSpec], run_uri: str, *, trial
             on_progress(_read_progress(local, specs))
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["rows"]
+    return [outcome["rows"]]
+
+
+def _run_on_driver(spark: SparkSession, specs: list[TrialSpec], run_uri: str, trials_per_machine: int,
+                   zk_backend: BackendRequest, on_progress) -> pd.DataFrame:
+    """Trials with `host_tasks`, one after another in this thread, their progress polled beside them.
+
+    Ctrl-C (in the main thread) raises KeyboardInterrupt in the trial, which stops its hosts' tasks gracefully
+    and then everything else it started, as a local trial stops: PySpark's own SIGINT handler, set aside
+    meanwhile, would first cancel every job, killing the tasks and their hosts."""
+    local = store.local_path(run_uri)
+    done = threading.Event()
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler) if in_main else None
+
+    def poll():
+        while not done.wait(0.5):
+            on_progress(_read_progress(local, specs))
+
+    if on_progress and local is not None:
+        threading.Thread(target=poll, name="driver-trials-progress", daemon=True).start()
+    try:
+        return pd.DataFrame([_run_one(spec, run_uri, trials_per_machine, zk_backend, spark.sparkContext)
+                             for spec in specs])
+    finally:
+        done.set()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        if on_progress and local is not None:
+            on_progress(_read_progress(local, specs))
 
 
 def _read_progress(run_dir: Path, specs: list[TrialSpec]) -> dict[str, dict]:
@@ -230,15 +282,21 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
                 trials.loc[mask, "status"] = "failed"
                 trials.loc[mask, "reason"] = "; ".join(sorted(reasons))
             # a trial whose hosts the lab itself starved ran, but its figures are not the design's: invalid
-            # (`experiments/overhead.py`); a failed trial stays failed
+            # (`experiments/overhead.py`); a failed trial stays failed, its reason saying the lab starved it too
+            # (the starvation may be why it failed: a sweep's N=1,024 named only its cross-check)
             for row in overhead.starved(digest).collect():
                 mask = (trials["trial"] == row.trial) & (trials["status"] == "ok")
                 trials.loc[mask, "status"] = "invalid"
                 trials.loc[mask, "reason"] = row.problem
+                failed = (trials["trial"] == row.trial) & (trials["status"] == "failed")
+                trials.loc[failed, "reason"] = (trials.loc[failed, "reason"].fillna("failed")
+                                                + f"; and the lab starved it: {row.problem}")
             env = trials["environment"].fillna("{}").map(json.loads)
             trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
             trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
             trials["spark_task_dir"] = env.map(lambda e: e.get("spark_task_dir"))
+            # where a spread group's hosts ran (`host_tasks.py`): one working dir per barrier task
+            trials["host_task_dirs"] = env.map(lambda e: json.dumps([h["dir"] for h in e.get("host_tasks", [])]))
             summary = trials.merge(per_change, on="trial", how="left")
             for column in SUMMARY_COLUMNS:
                 if column not in summary:

@@ -67,6 +67,7 @@ from kazoo.client import KazooClient
 
 from experiments.engine.families import BROKER_PLUGINS, FAMILIES
 from experiments.engine.group_watch import GroupWatch
+from experiments.engine.host_tasks import HostTasks, slices
 from experiments.engine.steps import SPREAD_STEPS, STEPS, VICTIM, VICTIM_STEPS, StepImpossible
 from lab_cluster import fourlw
 from lab_cluster.broker import zk_layout
@@ -134,6 +135,9 @@ class TrialSpec:
     zk_servers: int = 1
     layout: str = "shared"
     converge_required: bool = True
+    #: the group's hosts as this many tasks of one Spark barrier stage, on the cluster's executors
+    #: (`host_tasks.py`); 0: one host on the trial's own machine (`layout`). The trial then runs on the driver.
+    host_tasks: int = 0
     #: the experiment's own knobs, {name: value} among `PARAMS` (the set-up's and its steps'); a
     #: parameter not given takes its default. Kept as sorted pairs, so that a spec stays hashable.
     params: tuple[tuple[str, float], ...] | dict[str, float] = ()
@@ -157,6 +161,10 @@ class TrialSpec:
             raise LabError(f"The step(s) {', '.join(sorted(SPREAD_STEPS & set(self.steps)))} act on the group's "
                            "own consumers one at a time, each of which needs a process of its own.",
                            'Use layout="spread".')
+        if self.host_tasks and (self.layout != "shared" or not 1 <= self.host_tasks <= self.consumers):
+            raise LabError(f"host_tasks={self.host_tasks}: a group of {self.consumers} can be spread over 1 to "
+                           f"{self.consumers} host tasks, in the shared layout (not {self.layout!r}).",
+                           "Use host_tasks=0 (one local host), or a number of tasks up to N with layout shared.")
         for entry in self.member_overrides:
             actor, _, setting = entry.partition(":")
             if not actor or "=" not in setting:
@@ -191,7 +199,8 @@ class TrialSpec:
     @property
     def trial_id(self) -> str:
         variant = f"-{self.variant}" if self.variant else ""
-        return (f"{self.experiment}{variant}-{self.design}-n{self.consumers}-p{self.partitions}-s{self.seed}"
+        spread = f"-h{self.host_tasks}" if self.host_tasks else ""
+        return (f"{self.experiment}{variant}-{self.design}-n{self.consumers}{spread}-p{self.partitions}-s{self.seed}"
                 f"-r{self.repetition}")
 
     def as_row(self) -> dict:
@@ -232,8 +241,10 @@ class TrialFailed(Exception):
     """The scenario could not go on (the reason is the message); the traces so far are kept."""
 
 
-def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | None = None) -> TrialResult:
-    """Run `spec` into `trial_dir` on a ZooKeeper of `zk_backend` (default: LAB_ZK_BACKEND here)."""
+def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | None = None,
+              spark_context=None) -> TrialResult:
+    """Run `spec` into `trial_dir` on a ZooKeeper of `zk_backend` (default: LAB_ZK_BACKEND here); a trial with
+    `host_tasks` submits its hosts through `spark_context` (the driver's)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     environment: dict = {}
@@ -241,7 +252,7 @@ def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | Non
     try:
         with ExitStack() as stack:
             stack.callback(scenario.close)
-            _Scenario(spec, trial_dir, scenario, stack, environment, zk_backend).run()
+            _Scenario(spec, trial_dir, scenario, stack, environment, zk_backend, spark_context).run()
         status, reason = "ok", ""
     except TrialFailed as exc:
         status, reason = "failed", str(exc)
@@ -264,9 +275,9 @@ def run_trial(spec: TrialSpec, trial_dir: Path, zk_backend: BackendRequest | Non
 
 class _Scenario:
     def __init__(self, spec: TrialSpec, trial_dir: Path, trace: TraceRecorder, stack: ExitStack, environment: dict,
-                 zk_backend: BackendRequest | None = None):
+                 zk_backend: BackendRequest | None = None, spark_context=None):
         self.spec, self.dir, self.trace, self.stack, self.environment = spec, trial_dir, trace, stack, environment
-        self.zk_backend = zk_backend
+        self.zk_backend, self.spark_context = zk_backend, spark_context
         self.watch = GroupWatch(spec.design, spec.partitions)
         self.faults = Faults(trace)
         self.members: dict[str, LabProcess] = {}  # the processes of consumers started one by one
@@ -317,7 +328,11 @@ class _Scenario:
             self.lagging_broker = Link(f"consumers-broker-{brokers[-1].broker_id}", self._brokers()[-1:])
             self.stack.callback(self.lagging_broker.close)
         members = actor_names("c", spec.consumers)
-        group = self._consumers("c", spec.consumers) if spec.layout == "shared" else None
+        group = None
+        if spec.host_tasks:
+            group = self._host_tasks()
+        elif spec.layout == "shared":
+            group = self._consumers("c", spec.consumers)
         if group is None:
             for name in members:
                 self._start_member(name)
@@ -379,11 +394,20 @@ class _Scenario:
 
     def _consumers(self, name: str, count: int, address: str | None = None,
                    extra: dict[str, str] | None = None) -> LabProcess:
+        args = [*self._host_args(name, address, extra), "--count", str(count), "--trial-dir", str(self.dir)]
+        process = LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", args,
+                             self.dir / "proc" / f"consumers-{name}.log", on_line=self.watch.update,
+                             ready_timeout_s=host_ready_timeout_s(count))
+        self.stack.callback(process.stop)
+        return process
+
+    def _host_args(self, name: str, address: str | None = None, extra: dict[str, str] | None = None) -> list[str]:
+        """A consumer host's arguments but its count and directory: the family, where the cluster is, the config."""
         family = FAMILIES[self.spec.design]
         address = address or {"zk": self.zk.connect, "bootstrap": self.bootstrap,
                                "kafka_bootstrap": self.kafka_bootstrap}[family.address]
         args = ["--family", family.package, "--address", address, "--group", GROUP, "--topic", TOPIC,
-                "--count", str(count), "--trial-dir", str(self.dir), "--trial", self.spec.trial_id, "--name", name]
+                "--trial", self.spec.trial_id, "--name", name]
         extra = dict(extra or {})
         if self.lagging_broker is not None:  # routed through it from the start, delayed from the first step on
             routes = [r for r in (extra.get(family.via_config), self.lagging_broker.routes) if r]
@@ -392,11 +416,23 @@ class _Scenario:
                      **dict(o.split("=", 1) for o in self.spec.overrides), **self._own_overrides(name), **extra}
         for key, value in overrides.items():
             args += ["--config", f"{key}={value}"]
-        process = LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", args,
-                             self.dir / "proc" / f"consumers-{name}.log", on_line=self.watch.update,
-                             ready_timeout_s=host_ready_timeout_s(count))
-        self.stack.callback(process.stop)
-        return process
+        return args
+
+    def _host_tasks(self) -> HostTasks:
+        """The group `c1..cN` in `host_tasks` hosts, each in a task of one barrier stage (`host_tasks.py`)."""
+        if self.spark_context is None:
+            raise LabError(f"Trial {self.spec.trial_id} spreads its group over {self.spec.host_tasks} Spark tasks, "
+                           "and was run without a SparkContext to submit them.",
+                           "Run it through the harness (run_grid), which runs such trials on the driver.")
+        parts = slices(self.spec.consumers, self.spec.host_tasks)
+        hosts = HostTasks(self.spark_context, self.dir, self.spec.trial_id, self._host_args("c"), parts,
+                          on_line=self.watch.update, on_lost=self.watch.broken,
+                          ready_timeout_s=host_ready_timeout_s(max(p.count for p in parts)))
+        self.stack.callback(hosts.stop, quiet=True)  # on a failure; the trial's end stops them itself, loudly
+        hosts.start()
+        self.environment["host_tasks"] = hosts.placements()
+        self.trace.record("hosts_placed", hosts=self.environment["host_tasks"])
+        return hosts
 
     def _group_size(self, family: Family) -> dict[str, str]:
         return {family.group_size_config: str(self.spec.consumers)} if family.group_size_config else {}
@@ -552,7 +588,7 @@ class _Scenario:
         if problem is None:
             self.trace.record("converged", index=index, members=members)
         elif self.spec.converge_required or index == 0:
-            if self.watch.gave_up(members):  # no need to wait out the limit: it cannot converge now
+            if self.watch.gave_up(members) or self.watch.broken_by:  # waiting out the limit cannot help now
                 raise TrialFailed(f"{what} cannot converge: {problem}")
             raise TrialFailed(f"{what} did not converge within {self.spec.converge_limit_s:.0f} s: {problem}")
         else:

@@ -23,6 +23,7 @@ the report a user came to reproduce. Two things read the published report:
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,11 +120,24 @@ def verdict(outcomes: list[Outcome]) -> str:
     return f"{sum(o.reproduced for o in stated)} of {len(stated)} findings of the published report reproduced"
 
 
+FINDINGS_FILE = "findings.csv"
+
+
 def save(outcomes: list[Outcome], run_dir: Path) -> Path:
-    path = run_dir / "findings.csv"
+    path = run_dir / FINDINGS_FILE
     pd.DataFrame([vars(o) for o in outcomes], columns=["experiment", "finding", "claim", "here", "published"]).to_csv(
         path, index=False)
     return path
+
+
+def load(run_dir: Path) -> list[Outcome]:
+    """The outcomes `save` kept in a run's directory (none if it kept none: the run ended before its report)."""
+    path = run_dir / FINDINGS_FILE
+    if not path.exists():
+        return []
+    side = {"True": True, "False": False, "": None}  # pandas wrote a None as an empty field
+    return [Outcome(row["experiment"], row["finding"], row["claim"], side[row["here"]], side[row["published"]])
+            for row in csv.DictReader(path.open())]
 
 
 def trial_and_commit_problems(summary: pd.DataFrame, env: dict) -> list[str]:
