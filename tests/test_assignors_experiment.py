@@ -109,6 +109,7 @@ def test_the_real_finding_fails_when_a_trial_moved_otherwise(computed):
     assert not _checked(computed, wrong)["modern-real-moves-as-computed"].holds
 
 
+@pytest.mark.long
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(900)

@@ -13,10 +13,11 @@ import json
 import pytest
 
 from experiments.bench import group_size
+from lab_cluster.errors import LabError
 
 
 def _args(tmp_path, designs: str = "legacy,modern") -> argparse.Namespace:
-    return argparse.Namespace(designs=designs, sizes="2,4", profile="quick", master="local[1]",
+    return argparse.Namespace(designs=designs, sizes="2,4", profile="quick", master="local[1]", host_tasks=0,
                               out=str(tmp_path / "group_size.json"))
 
 
@@ -32,7 +33,7 @@ def test_the_commit_is_read_once_before_the_sweep_writes_its_own_figures_file(tm
     # as git would say it: clean before the sweep, dirty once the sweep has written its figures file
     commits = iter(["abc", "abc+dirty", "abc+dirty"])
     monkeypatch.setattr(group_size, "lab_commit", lambda: next(commits))
-    monkeypatch.setattr(group_size, "measure", lambda spark, design, n, profile, work: {"consumers": n,
+    monkeypatch.setattr(group_size, "measure", lambda spark, design, n, profile, work, host_tasks=0: {"consumers": n,
                                                                                         "status": "ok"})
     assert group_size.run(_args(tmp_path)) == 0
     sweeps = json.loads((tmp_path / "group_size.json").read_text())["local"]
@@ -44,7 +45,7 @@ def test_a_ctrl_c_inside_a_spark_job_stops_the_sweep_and_is_not_recorded_as_the_
         tmp_path, monkeypatch, no_spark):
     monkeypatch.setattr(group_size, "lab_commit", lambda: "abc")
 
-    def cancelled(spark, design, n, profile, work):
+    def cancelled(spark, design, n, profile, work, host_tasks=0):
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:  # as PySpark's handler surfaces it: a Py4J error around the interrupt
@@ -61,3 +62,12 @@ def test_a_ctrl_c_inside_a_spark_job_stops_the_sweep_and_is_not_recorded_as_the_
 
 def test_the_modules_worked_examples():
     assert doctest.testmod(group_size).failed == 0
+
+
+def test_more_host_tasks_than_a_local_masters_slots_are_refused_before_the_sweep(tmp_path):
+    """Every trial would fail on the slots, and the sweep record that as each design's failure at its first N."""
+    args = _args(tmp_path)
+    args.host_tasks = 2
+    with pytest.raises(LabError, match="needs 2 task slots"):
+        group_size.run(args)
+    assert not (tmp_path / "group_size.json").exists()

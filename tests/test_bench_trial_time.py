@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from experiments.bench import trial_time
-from experiments.bench.trial_time import PHASES, measure, phases
+from experiments.bench.trial_time import PHASES, longest_trials, measure, phases
 from lab_cluster.trace_reader import COLUMNAR_FILE
 
 S = 1_000_000_000
@@ -65,3 +65,4 @@ def test_measure_sums_a_stored_runs_trials_per_experiment_and_design(tmp_path):
         (2.0, 2.0, 5.0 + 7.0, 2.0, 4.0)  # each converging from 2 s to wall - 3 s
     assert figures["all"]["trials"] == 3  # the trial that never ran has no traces, and no phases
     assert sum(figures["all"][p] for p in PHASES) == figures["all"]["wall_s"]
+    assert [(t["trial"], t["wall_s"]) for t in longest_trials(tmp_path, count=2)] == [("t3", 20.0), ("t2", 12.0)]

@@ -24,7 +24,7 @@ from experiments.engine.finding import by_id
 from lab_cluster.leaks import lab_processes
 from lab_cluster.processes import proc_stat
 
-pytestmark = [pytest.mark.broker_churn, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.broker_churn, pytest.mark.long, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 DESIGNS = ("legacy", "modern")
 

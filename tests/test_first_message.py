@@ -17,7 +17,8 @@ from conftest import run_experiment, vocabulary_problems
 from experiments.catalogue import first_message
 from experiments.engine.finding import by_id
 
-pytestmark = [pytest.mark.first_message, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.first_message, pytest.mark.long, pytest.mark.spark, pytest.mark.slow,
+              pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from conftest import run_experiment, vocabulary_problems
 from experiments.catalogue import split_brain
 from experiments.engine.finding import by_id
 
-pytestmark = [pytest.mark.split_brain, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.split_brain, pytest.mark.long, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 LARGE = split_brain.DELAYS_MS["large"]
 

@@ -18,7 +18,7 @@ from conftest import run_experiment, vocabulary_problems
 from experiments.catalogue import storm
 from experiments.engine.finding import by_id
 
-pytestmark = [pytest.mark.storm, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.storm, pytest.mark.long, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-kip848", "kafka-python", "librdkafka")
 

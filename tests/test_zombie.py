@@ -23,7 +23,7 @@ from experiments.engine.finding import by_id
 from experiments.report.faults import ZOMBIE_TRIAL_TABLE
 from experiments.report.parts import cell
 
-pytestmark = [pytest.mark.zombie, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.zombie, pytest.mark.long, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")

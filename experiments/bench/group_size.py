@@ -19,6 +19,9 @@ answer time; for a failed trial too, read from the traces it kept, with
 `largest_valid_n`. Each point has a Spark session of its own. `--master` runs
 the trials on a Spark cluster instead of `local[1]` (`python -m experiments
 spark up` starts one on loopback): the same sweep, its trials on a worker.
+`--host-tasks K` spreads each trial's group over K tasks of a barrier stage
+(`experiments/engine/host_tasks.py`), on the cluster's executors, the trial
+itself on the driver; its sweeps are kept apart from the others.
 Figures go to `--out`
 (default `benchmarks/group_size.json`) with the machine, after every point, so
 an interrupted sweep keeps what it measured; a design's new sweep keeps the one
@@ -50,21 +53,27 @@ def add_parser(sub) -> None:
     p.add_argument("--profile", default="quick", choices=sorted(herd.PROFILES),
                    help="the herd profile whose partitions and rate the trials take (default: quick, P=32)")
     p.add_argument("--master", default="local[1]", help="Spark master the trials run on (default: local[1])")
+    p.add_argument("--host-tasks", type=int, default=0,
+                   help="spread each trial's group over this many tasks of a Spark barrier stage, on the cluster's "
+                        "executors (`experiments/engine/host_tasks.py`); its sweeps go under `<local|cluster>_"
+                        "host_tasks_<K>` (default 0: the group's one host beside its trial)")
     p.add_argument("--out", default="benchmarks/group_size.json")
     p.set_defaults(run=run)
 
 
-def measure(spark, design: str, n: int, profile: str, work: Path) -> dict:
-    """One herd trial of `design` at N = `n` (the `profile`'s partitions and rate), run and analysed; its figures
-    (`FIGURES`, `join_convergence_ms`)."""
+def measure(spark, design: str, n: int, profile: str, work: Path, host_tasks: int = 0) -> dict:
+    """One herd trial of `design` at N = `n` (the `profile`'s partitions and rate; its group over `host_tasks`
+    barrier tasks, if any), run and analysed; its figures (`FIGURES`, `join_convergence_ms`)."""
+    from experiments.cli.run import spread_over_tasks
     from experiments.engine.harness import analyse, run_grid
 
-    specs = herd.grid(profile, designs=(design,), consumers=[n])
+    specs = spread_over_tasks(herd.grid(profile, designs=(design,), consumers=[n]), host_tasks)
     run_dir = work / f"{design}-n{n}"
     summary = analyse(spark, str(run_dir), specs, run_grid(spark, specs, str(run_dir)))
     trial = summary.iloc[0]
     join = summary[summary.change == "join"]
-    point = {"consumers": n, **{k: _plain(trial.get(k)) for k in FIGURES},
+    # the tasks its group took (0 where the design's trial gives each member a process of its own: TubeMQ's)
+    point = {"consumers": n, "host_tasks": specs[0].host_tasks, **{k: _plain(trial.get(k)) for k in FIGURES},
              "join_convergence_ms": _plain(join.convergence_ms.iloc[0]) if not join.empty else None}
     if trial.status == "failed":  # not analysed as a run's trial; how its hosts fared says whose failure it was
         point.update(failed_trial_overhead(spark, run_dir / "trials" / trial.trial))
@@ -94,14 +103,19 @@ def _plain(value):
 
 
 def run(args) -> int:
+    from experiments.engine.host_tasks import slots_problem
     from lab_cluster.spark import local_session, stop_session
 
     console = Console()
+    problem = slots_problem(args.master, args.host_tasks) if args.host_tasks else None
+    if problem is not None:  # every trial would fail on it, and the sweep record that as the designs' failure
+        raise problem
     out = Path(args.out)
     doc = json.loads(out.read_text()) if out.exists() else {}
     doc.update({"benchmark": "group-size", "machine": machine()})
     sizes = [int(s) for s in args.sizes.split(",")]
-    sweeps = doc.setdefault("cluster" if args.master.startswith("spark://") else "local", {})
+    where = "cluster" if args.master.startswith("spark://") else "local"
+    sweeps = doc.setdefault(f"{where}_host_tasks_{args.host_tasks}" if args.host_tasks else where, {})
     # the code the trials run, read once before the sweep writes anything: its own figures file, written after
     # every point, would otherwise mark every later design's sweep `+dirty`, and a commit made meanwhile be taken
     commit = lab_commit()
@@ -110,6 +124,7 @@ def run(args) -> int:
         for design in args.designs.split(","):
             sweep = {"profile": args.profile, "partitions": herd.PROFILES[args.profile]["partitions"],
                      "sizes": sizes, "points": [], "largest_valid_n": None, "master": args.master,
+                     "host_tasks": args.host_tasks,
                      "taken_at": datetime.now(UTC).isoformat(timespec="seconds"), "lab_commit": commit}
             keep_before(sweeps, design, sweep)
             for n in sizes:
@@ -117,7 +132,7 @@ def run(args) -> int:
                 # a fresh Spark session per point: one session's analyses, one after another, ran out of
                 # execution memory at the 23rd (as the tests' one session did: tests/conftest.py)
                 try:
-                    point = measure(local_session(args.master), design, n, args.profile, work)
+                    point = measure(local_session(args.master), design, n, args.profile, work, args.host_tasks)
                 except Exception as exc:  # the benchmark's own failure, not the design's: said so, and stop
                     if interrupted(exc):
                         raise KeyboardInterrupt from exc

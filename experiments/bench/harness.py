@@ -1,6 +1,7 @@
 """`bench harness`: wall time of `reproduce --profile quick`, and the metrics job's throughput on 10M events.
 
-1. Runs `reproduce --profile quick` into a run directory (a temp one, or
+1. Runs `reproduce --profile quick` (with `--trials-per-machine K`, K trials at a
+   time on each machine, as a user may run it) into a run directory (a temp one, or
    `--run-dir DIR`, kept so that `report DIR --publish` can render the committed
    report from the very run that was timed; its own report goes there, as
    every run's does) and times it, end to end: every trial, the analysis, the report.
@@ -34,6 +35,7 @@ from pathlib import Path
 from rich.console import Console
 
 from experiments.engine.environment import lab_commit, machine
+from experiments.report import published
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
 
 ACTORS = 16
@@ -46,6 +48,8 @@ def add_parser(sub) -> None:
     p.add_argument("--skip-reproduce", action="store_true", help="only the analysis throughput")
     p.add_argument("--skip-analysis", action="store_true", help="only the reproduce wall time")
     p.add_argument("--master", default="local[*]")
+    p.add_argument("--trials-per-machine", type=int, default=1, metavar="K",
+                   help="the timed reproduction runs K trials at a time on each machine (reproduce's own option)")
     p.add_argument("--repeat", type=int, default=3, help="runs of the metrics job; the figure is their median")
     p.add_argument("--run-dir", type=Path, help="keep the timed reproduction's run directory here (default: a temp "
                                                 "directory, removed)")
@@ -170,8 +174,19 @@ def _metrics_job(spark, events, out: Path) -> tuple[float, float]:
     return time.perf_counter() - t0, digest_s
 
 
-def reproduce_wall_time(run_dir: Path) -> dict:
-    command = [sys.executable, "-m", "experiments", "reproduce", "--profile", "quick", "--out", str(run_dir)]
+def reproduce_command(trials_per_machine: int = 1) -> list[str]:
+    """The reproduction that is timed, as a user types it (without its `--out`).
+
+    >>> reproduce_command(), reproduce_command(2)[-2:]
+    (['python', '-m', 'experiments', 'reproduce', '--profile', 'quick'], ['--trials-per-machine', '2'])
+    """
+    extra = ["--trials-per-machine", str(trials_per_machine)] if trials_per_machine != 1 else []
+    return ["python", "-m", "experiments", "reproduce", "--profile", "quick", *extra]
+
+
+def reproduce_wall_time(run_dir: Path, trials_per_machine: int = 1) -> dict:
+    shown = reproduce_command(trials_per_machine)
+    command = [sys.executable, *shown[1:], "--out", str(run_dir)]
     t0 = time.perf_counter()
     status = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     seconds = round(time.perf_counter() - t0, 1)
@@ -181,8 +196,11 @@ def reproduce_wall_time(run_dir: Path) -> dict:
     ok: dict[str, bool] = {}
     for row in (csv.DictReader(summary.open()) if summary.exists() else []):
         ok[row["trial"]] = ok.get(row["trial"], True) and row["status"] == "ok"
-    return {"command": "python -m experiments reproduce --profile quick", "exit_status": status, "seconds": seconds,
-            "trials": len(ok), "trials_ok": sum(ok.values())}
+    # and whether it reproduced the published report, counted as `published.verdict` counts it
+    stated = [o for o in published.load(run_dir) if o.published]
+    return {"command": " ".join(shown), "exit_status": status, "seconds": seconds,
+            "trials": len(ok), "trials_ok": sum(ok.values()),
+            "findings_published": len(stated), "findings_reproduced": sum(o.reproduced for o in stated)}
 
 
 def keep_before(doc: dict, name: str, figure: dict) -> None:
@@ -203,25 +221,28 @@ def run(args) -> int:
     doc = json.loads(out.read_text()) if out.exists() else {}
     doc.update({"benchmark": "harness", "machine": machine()})
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    # the code measured is the code at the start: read after a run of half an hour, a commit made meanwhile (or
+    # this file's own rewrite) would label the figure
+    commit = lab_commit()
     try:
         if not args.skip_reproduce:
-            console.print("timing reproduce --profile quick ...")
+            console.print(f"timing {' '.join(reproduce_command(args.trials_per_machine))} ...")
             run_dir = args.run_dir or work / "run"
-            keep_before(doc, "reproduce_quick", {**reproduce_wall_time(run_dir), "taken_at": stamp,
-                                                  "lab_commit": lab_commit()})
+            figure = reproduce_wall_time(run_dir, args.trials_per_machine)
+            keep_before(doc, "reproduce_quick", {**figure, "taken_at": stamp, "lab_commit": commit})
             console.print(doc["reproduce_quick"])
         if not args.skip_analysis:
             spark = local_session(args.master)
             console.print(f"generating {args.events:,} synthetic events and timing the metrics job ...")
             figure = {**analysis_throughput(spark, args.events, work, args.repeat), "taken_at": stamp,
-                      "spark": spark.version, "master": spark.sparkContext.master, "lab_commit": lab_commit()}
+                      "spark": spark.version, "master": spark.sparkContext.master, "lab_commit": commit}
             keep_before(doc, "analysis", figure)
             console.print(doc["analysis"])
         if args.analyse_run:
             spark = local_session(args.master)
             console.print(f"timing the metrics job on {args.analyse_run} ...")
             keep_before(doc, "analysis_of_run", {**analysis_of_run(spark, args.analyse_run, work),
-                                                  "taken_at": stamp, "lab_commit": lab_commit()})
+                                                  "taken_at": stamp, "lab_commit": commit})
             console.print(doc["analysis_of_run"])
     finally:
         remove_temp_dir(work)

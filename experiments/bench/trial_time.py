@@ -18,6 +18,9 @@ and the trial's `wall_s` (its Spark task's clock) less the trace's span is
 Parquet file written at the end). The sums go to `--out` (default
 `benchmarks/trial_time.json`) per experiment and design, with the run and the
 lab commit that made it: figures read from a stored run, never asserted.
+
+Beside the sums, the run's longest trials (`longest_trials`): however many
+trials run at once, a reproduction takes at least its longest one.
 """
 
 from __future__ import annotations
@@ -110,6 +113,14 @@ def measure(run_dir: Path) -> dict:
             for key, group in sorted(sums.items())}
 
 
+def longest_trials(run_dir: Path, count: int = 5) -> list[dict]:
+    """The run's `count` longest trials by wall seconds, longest first: the floor under the run's own length."""
+    trials = pq.read_table(run_dir / "results" / "trials.parquet",
+                           columns=["experiment", "design", "trial", "wall_s"]).to_pylist()
+    ran = sorted((t for t in trials if t["wall_s"] is not None), key=lambda t: t["wall_s"], reverse=True)
+    return [{**t, "wall_s": round(t["wall_s"], 1)} for t in ran[:count]]
+
+
 def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -121,11 +132,14 @@ def run(args) -> int:
     figures = measure(args.run_dir)
     doc = {"benchmark": "trial-time", "run": str(args.run_dir), "command": environment.get("command"),
            "lab_commit": environment.get("lab_commit"), "run_date": environment.get("date"),
-           "machine": environment.get("machine", machine()), "seconds": figures}
+           "machine": environment.get("machine", machine()), "seconds": figures,
+           "longest_trials": longest_trials(args.run_dir)}
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
     table = Table("experiment/design", "trials", "wall s", *PHASES, title=f"trial seconds of {args.run_dir}")
     for key, group in figures.items():
         table.add_row(key, str(group["trials"]), f"{group['wall_s']:.1f}", *(f"{group[p]:.1f}" for p in PHASES))
     console.print(table)
+    console.print("longest trials (no reproduction of this grid is shorter than the first): " + "; ".join(
+        f"{t['trial']} {t['wall_s']:.1f} s" for t in doc["longest_trials"]))
     console.print(f"written to {args.out}")
     return 0
