@@ -27,7 +27,7 @@ SUMMARY = pd.DataFrame({"experiment": [assignors.NAME], "design": [assignors.DES
 
 @pytest.fixture(scope="module")
 def computed():
-    return assignors.compute("quick")
+    return assignors.compute("standard")
 
 
 def _checked(computed, summary=SUMMARY):
@@ -116,7 +116,7 @@ def test_the_real_finding_fails_when_a_trial_moved_otherwise(computed):
 def test_a_real_group_moves_what_the_replay_computes(spark, tmp_path, computed):
     from conftest import run_experiment, vocabulary_problems
 
-    specs = assignors.grid("quick", assignors=("range", "cooperative-sticky"))
+    specs = assignors.grid("standard", assignors=("range", "cooperative-sticky"))
     run_dir, specs, summary = run_experiment(spark, tmp_path, specs)
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()

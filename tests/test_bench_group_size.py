@@ -17,7 +17,7 @@ from lab_cluster.errors import LabError
 
 
 def _args(tmp_path, designs: str = "legacy,modern") -> argparse.Namespace:
-    return argparse.Namespace(designs=designs, sizes="2,4", profile="quick", master="local[1]", host_tasks=0,
+    return argparse.Namespace(designs=designs, sizes="2,4", profile="standard", master="local[1]", host_tasks=0,
                               out=str(tmp_path / "group_size.json"))
 
 

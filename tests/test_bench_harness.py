@@ -27,31 +27,42 @@ def test_the_timed_reproduction_runs_the_users_command_and_counts_trials_by_thei
         # findings.csv as `published.save` writes it: a finding the published report does not hold is not counted
         (tmp_path / "findings.csv").write_text("experiment,finding,claim,here,published\n"
                                                "herd,f1,x,True,True\nherd,f2,x,False,True\nherd,f3,x,True,\n"
-                                               "herd,f4,x,True,False\n")
+                                               "herd,f4,x,True,False\nherd,f5,x,,True\n")
         return SimpleNamespace(returncode=0)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
-    figure = harness.reproduce_wall_time(tmp_path, trials_per_machine=2)
-    assert seen == [[sys.executable, "-m", "experiments", "reproduce", "--profile", "quick",
-                     "--trials-per-machine", "2", "--out", str(tmp_path)]]
-    assert figure["command"] == "python -m experiments reproduce --profile quick --trials-per-machine 2"
+    figure = harness.reproduce_wall_time(tmp_path, "standard", trials_per_machine=1)
+    assert seen == [[sys.executable, "-m", "experiments", "reproduce", "--profile", "standard",
+                     "--trials-per-machine", "1", "--out", str(tmp_path)]]
+    assert figure["command"] == "python -m experiments reproduce --profile standard --trials-per-machine 1"
+    assert (figure["profile"], figure["trials_per_machine"]) == ("standard", 1)
     assert (figure["exit_status"], figure["trials"], figure["trials_ok"]) == (0, 3, 2)
-    assert (figure["findings_published"], figure["findings_reproduced"]) == (2, 1)
+    # f5, which the run did not check (a design it left out), is not counted
+    assert (figure["findings_checked"], figure["findings_reproduced"]) == (2, 1)
+
+
+def test_the_cli_quotes_the_last_measured_reproduction_with_its_trials_at_a_time(tmp_path):
+    figures = tmp_path / "harness.json"
+    assert harness.measured_reproduction("standard", figures) is None
+    figures.write_text(json.dumps({"reproduce_standard": {
+        "command": "python -m experiments reproduce --profile quick --trials-per-machine 2", "seconds": 2080.4}}))
+    assert harness.measured_reproduction("standard", figures)["trials_per_machine"] == 2
+    assert harness.measured_reproduction("tour", figures) is None
 
 
 def test_a_new_figure_keeps_the_one_it_replaces_newest_first():
     doc = {}
     for seconds in (651.1, 2040.0, 1990.0):
-        harness.keep_before(doc, "reproduce_quick", {"seconds": seconds})
-    assert doc["reproduce_quick"] == {"seconds": 1990.0}
-    assert doc["reproduce_quick_before"] == [{"seconds": 2040.0}, {"seconds": 651.1}]
+        harness.keep_before(doc, "reproduce_standard", {"seconds": seconds})
+    assert doc["reproduce_standard"] == {"seconds": 1990.0}
+    assert doc["reproduce_standard_before"] == [{"seconds": 2040.0}, {"seconds": 651.1}]
 
 
 def test_the_figure_is_labelled_with_the_commit_the_run_started_at(tmp_path, monkeypatch):
     """A commit made while the reproduction runs (half an hour and more) does not label the figure."""
     head = ["at-start"]
 
-    def reproduce(run_dir, trials_per_machine):
+    def reproduce(run_dir, profile, trials_per_machine):
         head[0] = "made-meanwhile"  # somebody commits while the reproduction runs
         return {"seconds": 1.0, "trials": 1}
 
@@ -59,9 +70,9 @@ def test_the_figure_is_labelled_with_the_commit_the_run_started_at(tmp_path, mon
     monkeypatch.setattr(harness, "reproduce_wall_time", reproduce)
     out = tmp_path / "harness.json"
     args = SimpleNamespace(out=str(out), skip_reproduce=False, skip_analysis=True, analyse_run=None, run_dir=None,
-                           trials_per_machine=2)
+                           profile="tour", trials_per_machine=2)
     harness.run(args)
-    assert json.loads(out.read_text())["reproduce_quick"]["lab_commit"] == "at-start"
+    assert json.loads(out.read_text())["reproduce_tour"]["lab_commit"] == "at-start"
 
 
 def test_a_runs_saved_findings_load_as_they_were_saved(tmp_path):

@@ -31,7 +31,7 @@ DESIGNS = ("legacy", "modern")
 
 @pytest.fixture(scope="module")
 def churn_run(spark, tmp_path_factory):
-    specs = broker_churn.grid("quick", designs=DESIGNS)
+    specs = broker_churn.grid("standard", designs=DESIGNS)
     return run_experiment(spark, tmp_path_factory.mktemp("broker-churn-run"), specs)
 
 

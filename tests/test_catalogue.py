@@ -10,6 +10,7 @@ import pytest
 
 from experiments.catalogue import DESIGNS, EXPERIMENTS
 from experiments.engine.experiment import Experiment
+from lab_cluster.errors import LabError
 
 MARKERS = {line.split(":")[0] for line in tomllib.loads(
     (Path(__file__).parent.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]}
@@ -20,13 +21,36 @@ def test_an_experiment_brings_its_trials_marker_and_report_section(name):
     experiment = EXPERIMENTS[name]
     assert isinstance(experiment, Experiment) and experiment.name == name
     assert name in MARKERS  # `pytest -m <name>` selects its end-to-end test
+    assert {"standard", "full"} <= set(experiment.profiles)  # every design keeps its place in both
     for profile in experiment.profiles:
-        specs = experiment.grid(profile)
+        specs = experiment.specs(profile)
         assert specs and {s.experiment for s in specs} == {name}
-        assert {s.design for s in specs} == set(experiment.designs)
+        assert {s.design for s in specs} == set(experiment.designs_in(profile))
+    assert experiment.designs_in("standard") == experiment.designs_in("full") == experiment.designs
     for section in (experiment.section, experiment.full_section or experiment.section):
         module, function = section.split(":")
         assert callable(getattr(__import__(module, fromlist=[function]), function))
+
+
+def test_the_tour_runs_the_lineages_answer_and_says_why_each_part_is_in():
+    tour = {name: e.designs_in("tour") for name, e in EXPERIMENTS.items() if e.runs_in("tour")}
+    assert tour == {"herd": ("legacy", "modern", "modern-kip848"), "split_brain": ("legacy", "modern"),
+                    "zombie": ("legacy", "modern")}
+    for name in tour:
+        assert len(EXPERIMENTS[name].profiles["tour"]["why"]) > 40
+    # enough group sizes for the growth findings; both ends of the lag; both zombie variants
+    assert len({s.consumers for s in EXPERIMENTS["herd"].specs("tour")}) == 3
+    assert {dict(s.params)["follower_delay_ms"] for s in EXPERIMENTS["split_brain"].specs("tour")} == {0, 1000}
+    assert {s.variant for s in EXPERIMENTS["zombie"].specs("tour")} == {"pause", "cut"}
+
+
+def test_quick_is_the_standard_profiles_old_name():
+    from experiments.engine.profiles import canonical
+
+    herd = EXPERIMENTS["herd"]
+    assert canonical("quick") == "standard" and herd.specs("quick") == herd.specs("standard")
+    with pytest.raises(LabError, match="first_message has no tour profile"):
+        EXPERIMENTS["first_message"].specs("tour")
 
 
 def test_designs_are_those_the_experiments_run_in_a_stable_order():
@@ -39,7 +63,7 @@ def test_the_grid_schema_is_the_spec_itself():
     from experiments.engine.harness import GRID_SCHEMA
 
     for experiment in EXPERIMENTS.values():
-        for spec in experiment.grid("quick"):
+        for spec in experiment.grid("standard"):
             assert list(spec.as_row()) == [f.name for f in GRID_SCHEMA.fields]
 
 

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.first_message, pytest.mark.long, pytest.mark.spark, py
 
 @pytest.fixture(scope="module")
 def first_run(spark, tmp_path_factory):
-    return run_experiment(spark, tmp_path_factory.mktemp("first-message-run"), first_message.grid("quick", seeds=1))
+    return run_experiment(spark, tmp_path_factory.mktemp("first-message-run"), first_message.grid("standard", seeds=1))
 
 
 def test_every_newcomer_processed_a_message_after_its_start(first_run):

@@ -39,7 +39,7 @@ NS = [4, 8, 16]
 
 @pytest.fixture(scope="module")
 def herd_run(spark, tmp_path_factory):
-    return run_experiment(spark, tmp_path_factory.mktemp("herd-run"), herd.grid("quick", consumers=NS))
+    return run_experiment(spark, tmp_path_factory.mktemp("herd-run"), herd.grid("standard", consumers=NS))
 
 
 def test_every_trial_ran_converged_and_passed_the_cross_check(herd_run):

@@ -77,7 +77,7 @@ def _left_behind(trial: str) -> list[str]:
 @pytest.fixture(scope="module")
 def spread_run(spark, tmp_path_factory):
     before = set(find_leaks())
-    specs = [replace(s, host_tasks=2) for s in herd.grid("quick", ("legacy", "modern"), [4], partitions=8)]
+    specs = [replace(s, host_tasks=2) for s in herd.grid("standard", ("legacy", "modern"), [4], partitions=8)]
     return (*run_experiment(spark, tmp_path_factory.mktemp("spread"), specs), before)
 
 

@@ -27,7 +27,8 @@ LARGE = split_brain.DELAYS_MS["large"]
 
 @pytest.fixture(scope="module")
 def split_run(spark, tmp_path_factory):
-    return run_experiment(spark, tmp_path_factory.mktemp("split-brain-run"), split_brain.grid("quick", delays=(LARGE,)))
+    return run_experiment(spark, tmp_path_factory.mktemp("split-brain-run"),
+                          split_brain.grid("standard", delays=(LARGE,)))
 
 
 def test_every_trial_ran_and_the_membership_changes_passed_the_cross_check(split_run):

@@ -25,7 +25,7 @@ DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-kip848", 
 
 @pytest.fixture(scope="module")
 def storm_run(spark, tmp_path_factory):
-    specs = storm.grid("quick", designs=DESIGNS, consumers=[3], partitions=6)
+    specs = storm.grid("standard", designs=DESIGNS, consumers=[3], partitions=6)
     return run_experiment(spark, tmp_path_factory.mktemp("storm-run"), specs)
 
 

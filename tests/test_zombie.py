@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.zombie, pytest.mark.long, pytest.mark.spark, pytest.ma
 
 @pytest.fixture(scope="module")
 def zombie_run(spark, tmp_path_factory):
-    return run_experiment(spark, tmp_path_factory.mktemp("zombie-run"), zombie.grid("quick"))
+    return run_experiment(spark, tmp_path_factory.mktemp("zombie-run"), zombie.grid("standard"))
 
 
 def test_every_trial_ran_to_the_end_and_converged_after_each_fault(zombie_run):

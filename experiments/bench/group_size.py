@@ -50,8 +50,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("group-size", help="the largest group each design forms here, and the lab's overhead per N")
     p.add_argument("--designs", default=",".join(herd.DESIGNS))
     p.add_argument("--sizes", default="8,16,32,64,128,256")
-    p.add_argument("--profile", default="quick", choices=sorted(herd.PROFILES),
-                   help="the herd profile whose partitions and rate the trials take (default: quick, P=32)")
+    p.add_argument("--profile", default="standard", choices=sorted(herd.PROFILES),
+                   help="the herd profile whose partitions and rate the trials take (default: standard, P=32)")
     p.add_argument("--master", default="local[1]", help="Spark master the trials run on (default: local[1])")
     p.add_argument("--host-tasks", type=int, default=0,
                    help="spread each trial's group over this many tasks of a Spark barrier stage, on the cluster's "

@@ -1,6 +1,6 @@
 """`bench trial-time RUN`: where a stored run's trial seconds went, phase by phase, per experiment and design.
 
-A question first: a quick reproduction is mostly its trials, run one at a
+A question first: a reproduction is mostly its trials, run one at a
 time; which of their seconds are what the trial measures, and which are the
 lab's fixed waits? Each trial's `scenario` trace (`experiments/engine/trial.py`)
 marks its phases on the monotonic clock every trace shares:

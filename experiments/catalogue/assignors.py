@@ -47,7 +47,7 @@ REAL_ASSIGNORS = tuple(ASSIGNORS)
 #: the computed scenario the real trials run (one topic `t`, as a trial's)
 TRIAL_SCENARIO = "one-topic"
 PROFILES = {
-    "quick": {"consumers": [replay.START], "partitions": 12, "rate": 2.0, "seeds": 1},
+    "standard": {"consumers": [replay.START], "partitions": 12, "rate": 2.0, "seeds": 1},
     "full": {"consumers": [replay.START], "partitions": 12, "rate": 2.0, "seeds": 3},
 }
 #: the leader-side assignors the findings compare (Kafka's names)
@@ -57,7 +57,7 @@ STICKY = ("sticky", "cooperative-sticky")
 ORDER_DECIDED = ("range", "roundrobin")
 
 
-def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None,
          assignors: tuple[str, ...] = REAL_ASSIGNORS, steps: tuple[str, ...] = replay.SEQUENCE) -> list[TrialSpec]:
     p = PROFILES[profile]
@@ -67,7 +67,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
             for seed in range(seeds or p["seeds"])]
 
 
-def compute(profile: str = "quick") -> dict[str, pd.DataFrame]:
+def compute(profile: str = "standard") -> dict[str, pd.DataFrame]:
     """The computed part, stored in the run: `changes` and `assignments` (`assignors_replay.replay`)."""
     return replay.replay(profile)
 

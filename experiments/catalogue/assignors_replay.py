@@ -313,7 +313,7 @@ def _replay(name: str, topics: dict[str, int], changes):
     return replay_tubemq_server(topics, changes)
 
 
-def replay(profile: str = "quick", start: int = START, steps: tuple[str, ...] = SEQUENCE) -> dict[str, pd.DataFrame]:
+def replay(profile: str = "standard", start: int = START, steps: tuple[str, ...] = SEQUENCE) -> dict[str, pd.DataFrame]:
     """The computed tables, `changes` and `assignments` (the same for every profile: no cluster, no timing)."""
     changes = memberships(start, steps)
     rows, held_rows = [], []

@@ -74,11 +74,11 @@ RocketMQ or TubeMQ broker's queues belong to it and vanish while it is down
 (RocketMQ 4.x without slave-acting-master); the lab's move them to the new
 leader under a new name (`broker-<id>`, `<brokerId>:t:<p>`), which their
 clients find on their periods. TubeMQ's node holding a dead broker's key
-keeps it (`CONVERGE_NOT_REQUIRED`). The quick profile runs the coordinator
+keeps it (`CONVERGE_NOT_REQUIRED`). The standard profile runs the coordinator
 era's static and cooperative variants with the coordinator as victim only (a
 non-coordinator broker's death reaches them through their fetchers alone, as
 it does `modern`'s); the full profile runs every victim of every design.
-TubeMQ's server balance makes the quick grid long: its recovery waits for the
+TubeMQ's server balance makes the standard grid long: its recovery waits for the
 master's 30 s tick and a 13 s heartbeat per step, over a minute.
 """
 
@@ -95,7 +95,7 @@ NAME = "broker_churn"
 QUESTION = ("A broker dies (SIGKILL) under a stable group and later comes back: who rebalances, and what does it "
             "cost (partitions left idle, duplicates, the time until every partition is processed again)?")
 PROFILES = {
-    "quick": {"consumers": [3], "partitions": 6, "rate": 5.0, "seeds": 1, "every_victim": ("modern",)},
+    "standard": {"consumers": [3], "partitions": 6, "rate": 5.0, "seeds": 1, "every_victim": ("modern",)},
     "full": {"consumers": [3, 6], "partitions": 12, "rate": 5.0, "seeds": 3, "every_victim": None},
 }
 #: every design of the registry, in its order (a design added to the registry joins), but the real Kafka clients
@@ -126,7 +126,7 @@ def victims(design: str) -> tuple[str, ...]:
     return ("coordinator", "other") if has_coordinator(design) else ("other",)
 
 
-def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
     every = p["every_victim"]
@@ -134,7 +134,7 @@ def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: 
     for design in designs:
         cases = victims(design)
         if every is not None and design not in every and len(cases) > 1:
-            cases = ("coordinator",)  # quick: the variants' differing case only
+            cases = ("coordinator",)  # standard: the variants' differing case only
         for victim in cases:
             for watch in (LEGACY_WATCH if design == "legacy" else (None,)):
                 for n in consumers or p["consumers"]:
@@ -191,7 +191,7 @@ def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
     """The findings about the cases (design, victim, watch) the run has trials of, ok or failed: a case left
-    out of the run (the quick profile runs the variants with the coordinator as victim only) states nothing,
+    out of the run (the standard profile runs the variants with the coordinator as victim only) states nothing,
     and a case that ran and failed does not hold."""
     t = per_trial(summary)
     ran = set(summary[summary.experiment == NAME].variant + "/" + summary[summary.experiment == NAME].design)

@@ -53,7 +53,7 @@ from experiments.engine.trial import TrialSpec
 NAME = "first_message"
 QUESTION = "How long after a consumer starts does it process its first message, in each design?"
 PROFILES = {
-    "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
+    "standard": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
     "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
 }
 DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "tubemq-server")
@@ -66,7 +66,7 @@ TUBEMQ_WATCH_S = 5.0
 SERVER_BALANCE_LIMIT_S = 150.0
 
 
-def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [_spec(design, n, partitions or p["partitions"], p["rate"], seed)

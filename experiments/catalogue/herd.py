@@ -64,7 +64,12 @@ QUESTION = ("How do notifications, ZooKeeper load, rebalance attempts and conver
             "for one join and one leave?")
 PROFILES = {
     # N values, partitions (fixed across N so that only N varies), producer rate per partition
-    "quick": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
+    "standard": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
+    # the standard grid's trials of these designs take 18-23 s each (`benchmarks/trial_time.json`)
+    "tour": {"consumers": [2, 4, 8], "partitions": 32, "rate": 2.0, "designs": ("legacy", "modern", "modern-kip848"),
+             "why": "the herd itself: the ZooKeeper era's notifications and reads grow with N (as N² for the reads), "
+                    "the coordinator's control messages at most linearly, and KIP-848 stops no one; three group "
+                    "sizes are the fewest on which a growth finding is judged"},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
 DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
@@ -98,7 +103,7 @@ def converge_limit_s(n: int) -> float:
     return max(90.0, CONVERGE_S_PER_MEMBER * n)
 
 
-def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [_spec(design, n, partitions or p["partitions"], p["rate"], seed)

@@ -59,7 +59,13 @@ QUESTION = ("With a three-server ensemble and a lagging follower, do consumers c
 #: the lagging follower's quorum-link delay, each way (syncLimit x tickTime = 4 s bounds the round trip)
 DELAYS_MS = {"none": 0, "small": 250, "large": 1000}
 PROFILES = {
-    "quick": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1},
+    "standard": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1},
+    # the standard grid's trials of these designs take 28-39 s each (`benchmarks/trial_time.json`)
+    "tour": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1, "delays": (DELAYS_MS["none"],
+             DELAYS_MS["large"]), "designs": ("legacy", "modern"),
+             "why": "split brain: with a lagging follower the ZooKeeper era's consumers compute from different "
+                    "views and their claims conflict, while the coordinator computes each generation from one; no "
+                    "lag and the largest lag are the two ends its delay finding compares"},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 2.0, "seeds": 3},
 }
 DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq")
@@ -74,14 +80,15 @@ MISCONFIGURED = {
 }
 
 
-def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None, delays: tuple[int, ...] | None = None
          ) -> list[TrialSpec]:
     p = PROFILES[profile]
     lagging = [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,
                          variant=f"delay-{delay}", zk_servers=3, layout="spread", params={LAG_PARAM[design]: delay},
                          steps=("churn",), converge_required=False, converge_limit_s=45.0)
-               for delay in (delays or DELAYS_MS.values()) for design in designs if design in LAG_PARAM
+               for delay in (delays or p.get("delays") or DELAYS_MS.values())
+               for design in designs if design in LAG_PARAM
                for n in (consumers or p["consumers"]) for seed in range(seeds or p["seeds"])]
     # the newcomer is refused at once (it gives up), so its join is judged without waiting
     misconfigured = [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed,

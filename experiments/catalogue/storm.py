@@ -73,7 +73,7 @@ NAME = "storm"
 QUESTION = ("A rolling restart of the whole group, as an operator's deploy does it: what does each design pay per "
             "restart (rebalances, members that stop, partitions left idle or processed twice), and in total?")
 PROFILES = {
-    "quick": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 1},
+    "standard": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 5.0, "seeds": 3},
 }
 DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-static-coop", "modern-kip848", "rocketmq",
@@ -97,7 +97,7 @@ TUBEMQ_WATCH_S = 6.0
 SERVER_BALANCE_LIMIT_S = 150.0
 
 
-def grid(profile: str = "quick", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
+def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [_spec(design, n, partitions or p["partitions"], p["rate"], seed)

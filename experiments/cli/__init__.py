@@ -2,9 +2,11 @@
 
 Subcommands (argparse, one module each):
 
-- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile quick|full] [--out DIR] [--master URL]`:
+- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile tour|standard|full] [--out DIR]
+  [--master URL]`:
   an experiment's grid of trials as a Spark job; writes DIR/summary.csv and Parquet results.
-- `reproduce [--profile quick|full]`: every experiment into a new run directory, then REPORT.md.
+- `reproduce [--profile tour|standard|full]`: every experiment of the profile into a new run directory, then its
+  report (the tour, the default: the lab's answer in minutes; standard: the published report's grid).
 - `report RUN_DIR`: re-render REPORT.md from a run's stored results, running nothing.
 
 - `doctor [--start] [--backend B]`: what this machine can run, and which
@@ -20,7 +22,8 @@ Subcommands (argparse, one module each):
 - `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
 - `bench cluster [--out FILE]`: fetch, produce and trace-write throughput.
 - `bench coordinator [--out FILE]`: heartbeats/s one coordinator sustains, join-to-Stable time by group size.
-- `bench harness [--events N] [--out FILE]`: wall time of `reproduce --profile quick`, and the metrics job's
+- `bench harness [--profile tour|standard] [--events N] [--out FILE]`: wall time of `reproduce`, and the metrics
+  job's
   events/s on a synthetic trace of ten million events.
 - `bench group-size [--designs A,B] [--sizes 8,...,256] [--master URL]`: the largest group each design forms here
   with no trial failed or invalid (its hosts starved), and the lab's own overhead at each N.

@@ -1,12 +1,14 @@
 """`run EXPERIMENT`, `reproduce` and `report RUN_DIR`: the lab's main job.
 
-- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile quick|full] [--out DIR] [--master URL]
+- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile tour|standard|full] [--out DIR] [--master URL]
   [--trials-per-machine K] [--backend B] [--host-tasks K]`: the experiment's grid as a Spark job, a progress
   bar per trial, a results table at the end (with `--host-tasks`, each trial's group spread over a barrier
   stage's tasks: `experiments/engine/host_tasks.py`); writes `DIR/summary.csv`, `DIR/results/*.parquet`,
   `DIR/environment.json` and the run's own report, `DIR/REPORT.md`.
-- `reproduce [--profile quick|full]`: every experiment into a new run directory under `runs/`, its report
-  rendered there, and which of the published report's findings held in it (`DIR/findings.csv`).
+- `reproduce [--profile tour|standard|full]`: every experiment of the profile (`engine/profiles.py`; default
+  `tour`, the lab's answer in minutes) into a new run directory under `runs/`, its report rendered there, and
+  which of the published report's findings held in it (`DIR/findings.csv`). The tour ends with its headline
+  figures per design (`report/headline.py`) and the command that checks the rest.
 - `run` and `reproduce` first store each experiment's computed part, if it has one (`Experiment.compute`), in
   `DIR/computed/<experiment>/`: derived without a cluster, so before the trials.
 - `report RUN_DIR [--publish]`: re-render a run's report from its stored results, running nothing; with
@@ -31,7 +33,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from experiments.catalogue import DESIGNS, EXPERIMENTS, KEEP_TIMELINES, VERSIONS
-from experiments.engine import store
+from experiments.engine import profiles, store
+from experiments.engine.profiles import STANDARD, TOUR, TRIALS_PER_MACHINE
 from experiments.report import published
 from lab_cluster.errors import LabError
 
@@ -39,7 +42,7 @@ from lab_cluster.errors import LabError
 def add_parsers(sub) -> None:
     run = sub.add_parser("run", help="run one experiment's grid of trials on Spark and store the results")
     run.add_argument("experiment", choices=sorted(EXPERIMENTS))
-    _grid_options(run)
+    _grid_options(run, default_profile=STANDARD)
     run.add_argument("--designs", help=f"comma-separated, among {', '.join(DESIGNS)} (default: every design the "
                                        "experiment runs)")
     run.add_argument("--consumers", help="comma-separated group sizes (default: the profile's)")
@@ -53,7 +56,7 @@ def add_parsers(sub) -> None:
     run.set_defaults(run=run_experiment)
     reproduce = sub.add_parser("reproduce", help="run every experiment, render the run's report, compare its "
                                                  "findings with the published REPORT.md")
-    _grid_options(reproduce)
+    _grid_options(reproduce, default_profile=TOUR)
     reproduce.add_argument("--out", help="run directory (default: runs/<time>-reproduce-<profile>)")
     reproduce.set_defaults(run=run_reproduce)
     report = sub.add_parser("report", help="re-render a run's report from its stored results (--publish: as the "
@@ -67,13 +70,25 @@ def add_parsers(sub) -> None:
     report.set_defaults(run=run_report)
 
 
-def _grid_options(p) -> None:
-    p.add_argument("--profile", choices=["quick", "full"], default="quick")
+def _grid_options(p, default_profile: str) -> None:
+    p.add_argument("--profile", choices=[*profiles.PROFILES, *profiles.ALIASES], default=default_profile,
+                   help="; ".join(f"{name}: {purpose}" for name, purpose in profiles.PURPOSE.items())
+                        + f" (default: {default_profile}; 'quick' is standard's old name)")
     p.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
-    p.add_argument("--trials-per-machine", type=int, default=1,
-                   help="timing-sensitive trials allowed at once per machine (default 1)")
+    p.add_argument("--trials-per-machine", type=int, default=TRIALS_PER_MACHINE,
+                   help=f"timing-sensitive trials allowed at once per machine (default {TRIALS_PER_MACHINE}: "
+                        "on 2 cores, two at a time starved no trial of the standard profile, "
+                        "benchmarks/trial_time.json)")
     p.add_argument("--backend", help="the trials' ZooKeeper backend: auto, embedded, testcontainers or external "
                                      "(default: LAB_ZK_BACKEND, else auto, resolved where each trial runs)")
+
+
+def _profile(args) -> str:
+    """The profile the command names, today's name for an old one (said once on the console)."""
+    note = profiles.alias_note(args.profile)
+    if note:
+        _console().print(f"[yellow]note:[/] {note}")
+    return profiles.canonical(args.profile)
 
 
 def _int_list(text: str | None, what: str) -> list[int] | None:
@@ -89,10 +104,10 @@ def _int_list(text: str | None, what: str) -> list[int] | None:
     return values
 
 
-def _designs(text: str | None, experiment) -> tuple[str, ...]:
-    """The designs `--designs` names, each one the experiment runs; none given: every one it runs."""
+def _designs(text: str | None, experiment, profile: str) -> tuple[str, ...]:
+    """The designs `--designs` names, each one the experiment runs; none given: every one the profile runs."""
     if text is None:
-        return experiment.designs
+        return experiment.designs_in(profile) if experiment.runs_in(profile) else experiment.designs
     designs = tuple(d.strip() for d in text.split(",") if d.strip())
     unknown = [d for d in designs if d not in experiment.designs]
     if not designs or unknown:
@@ -186,12 +201,14 @@ def store_computed(experiments, profile: str, run_uri: str) -> None:
 
 def run_experiment(args) -> int:
     experiment = EXPERIMENTS[args.experiment]
-    specs = experiment.grid(args.profile, _designs(args.designs, experiment), _int_list(args.consumers, "--consumers"),
-                            args.partitions, args.seeds)
+    profile = _profile(args)
+    specs = experiment.specs(profile, _designs(args.designs, experiment, profile),
+                             consumers=_int_list(args.consumers, "--consumers"), partitions=args.partitions,
+                             seeds=args.seeds)
     specs = spread_over_tasks(specs, args.host_tasks)
-    out = args.out or _new_run_dir(f"{args.experiment}-{args.profile}")
-    store_computed([experiment], args.profile, out)
-    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)
+    out = args.out or _new_run_dir(f"{args.experiment}-{profile}")
+    store_computed([experiment], profile, out)
+    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, profile, args.backend)
     console = _console()
     console.print(f"results: {out}/summary.csv")
     if store.local_path(out) is not None:
@@ -216,20 +233,58 @@ def spread_over_tasks(specs, tasks: int) -> list:
 
 
 def run_reproduce(args) -> int:
-    specs = [spec for experiment in EXPERIMENTS.values() for spec in experiment.grid(args.profile)]
-    out = args.out or _new_run_dir(f"reproduce-{args.profile}")
+    profile = _profile(args)
+    experiments = [e for e in EXPERIMENTS.values() if e.runs_in(profile)]
+    specs = [spec for experiment in experiments for spec in experiment.specs(profile)]
+    out = args.out or _new_run_dir(f"reproduce-{profile}")
     if store.local_path(out) is None:
         raise LabError(f"reproduce renders its report into {out}, which must be a local directory.",
                        "Give --out a local path, or use `run` for a remote results location.")
-    store_computed(EXPERIMENTS.values(), args.profile, out)
-    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, args.profile, args.backend)
+    store_computed(experiments, profile, out)
+    summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, profile, args.backend)
     console = _console()
-    _report_and_findings(console, Path(out), summary)
+    outcomes = _report_and_findings(console, Path(out), summary)
+    if profile == TOUR:
+        _tour_closing(console, summary, outcomes)
     return _trials_verdict(console, summary)
 
 
-def _report_and_findings(console: Console, run_dir: Path, summary) -> None:
-    """Render the run's own report in its directory, then say which of the published findings it reproduced."""
+def _tour_closing(console: Console, summary, outcomes) -> None:
+    """What the tour showed: the headline figures per design, the published findings it checked (by id), and the
+    command that checks the rest, with its time as measured here."""
+    from experiments.report.headline import COLUMNS, headline
+    from experiments.report.parts import cell
+
+    table = Table(title="what the tour showed: one join at the largest N, the largest lag, every zombie trial")
+    table.add_column("design")
+    for _, label in COLUMNS:
+        table.add_column(label)
+    for row in headline(summary).itertuples(index=False):
+        table.add_row(row.design, *[cell(getattr(row, c)) for c, _ in COLUMNS])
+    console.print(table)
+    checked = [o for o in outcomes if o.published and o.here is not None]
+    held = [f"{o.experiment}/{o.finding}" for o in checked if o.here]
+    console.print(f"published findings this tour checked and reproduced ({len(held)} of {len(checked)}): "
+                  + (", ".join(held) or "none"))
+    console.print(f"the rest, every design in every experiment: {standard_command()}")
+
+
+def standard_command() -> str:
+    """The command that reproduces the whole published report, with its wall time as `bench harness` last
+    measured it here (`benchmarks/harness.json`), if it has."""
+    from experiments.bench.harness import measured_reproduction
+
+    command = f"python -m experiments reproduce --profile {STANDARD}"
+    figure = measured_reproduction(STANDARD)
+    if figure is None:
+        return command
+    return (f"{command} (about {figure['seconds'] / 60:.0f} min here, {figure['trials_per_machine']} trials at a "
+            f"time: benchmarks/harness.json, {figure['taken_at'][:10]})")
+
+
+def _report_and_findings(console: Console, run_dir: Path, summary) -> list:
+    """Render the run's own report in its directory, then say which of the published findings it reproduced
+    (returned: `published.Outcome`s of the experiments it ran)."""
     from experiments.report.render import render
 
     report = render(run_dir)
@@ -245,6 +300,7 @@ def _report_and_findings(console: Console, run_dir: Path, summary) -> None:
         console.print("it cannot be published: " + "; ".join(refused))
     else:
         console.print(f"publish it: python -m experiments report {run_dir} --publish")
+    return outcomes
 
 
 def _print_findings(console: Console, outcomes) -> None:

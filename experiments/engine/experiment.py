@@ -33,7 +33,9 @@ from pathlib import Path
 import pandas as pd
 
 from experiments.engine.finding import Finding
+from experiments.engine.profiles import STANDARD, canonical
 from experiments.engine.trial import TrialSpec
+from lab_cluster.errors import LabError
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,9 @@ class Experiment:
     name: str  # also its pytest marker and the `experiment` column of summary.csv
     question: str
     designs: tuple[str, ...]
-    profiles: dict[str, dict]  # "quick", "full": the grid's parameters
+    #: {profile: the grid's parameters}: "standard" and "full" for every experiment, "tour" for those in the tour
+    #: (its "designs" and "why": `engine/profiles.py`)
+    profiles: dict[str, dict]
     grid: Callable[..., list[TrialSpec]]  # (profile, designs, consumers, partitions, seeds) -> trials
     findings: Callable[[pd.DataFrame], list[Finding]]  # checked on the run's summary rows of this experiment
     section: str  # "module:function" rendering its report section from (its summary rows, StoredRun)
@@ -84,9 +88,26 @@ class Experiment:
     #: its computed part, if any: (profile) -> {table name: rows}, derived without a cluster; `run` and
     #: `reproduce` store the tables in the run, and `findings(summary, computed)` and the section read them there
     compute: Callable[[str], dict[str, pd.DataFrame]] | None = None
-    #: "module:function" rendering the section of its full-profile run, published apart from the quick
+    #: "module:function" rendering the section of its full-profile run, published apart from the standard
     #: reproduction (`report/full_runs.py`), from (that run's summary rows, its StoredRun); None: it has none
     full_section: str | None = None
+
+    def runs_in(self, profile: str) -> bool:
+        """Whether this experiment has a grid in `profile` (every one is in `standard` and `full`; a few in `tour`)."""
+        return canonical(profile) in self.profiles
+
+    def designs_in(self, profile: str) -> tuple[str, ...]:
+        """The designs `profile` runs: the profile's own list (the tour's), else every design of the experiment."""
+        return tuple(self.profiles[canonical(profile)].get("designs", self.designs))
+
+    def specs(self, profile: str, designs: tuple[str, ...] | None = None, **grid_args) -> list[TrialSpec]:
+        """The trials of `profile` (an old name allowed: `profiles.canonical`) for `designs` (default: the
+        profile's), or a LabError where this experiment has no such grid."""
+        profile = canonical(profile)
+        if profile not in self.profiles:
+            raise LabError(f"{self.name} has no {profile} profile (it has {', '.join(self.profiles)}).",
+                           f"Run it with --profile {STANDARD}.")
+        return self.grid(profile, designs or self.designs_in(profile), **grid_args)
 
     def check(self, summary: pd.DataFrame, computed: dict[str, pd.DataFrame] | None = None) -> list[Finding]:
         """The findings on a run's stored results: its summary rows of this experiment and, for an experiment

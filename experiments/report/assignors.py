@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import assignors  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import findings_list, table  # noqa: E402
+from experiments.report.parts import findings_list, reproduce_line, table  # noqa: E402
 
 TOTALS = [("strategy", "strategy"), ("side", "who computes"), ("protocol", "protocol"), ("moved", "moved"),
           ("fewest", "fewest possible"), ("handed_over", "from a staying member"), ("revoked", "revoked"),
@@ -139,7 +139,7 @@ UUIDs decide, so which member holds one partition more, and so how many a
 departure frees, can differ from the replay's: it still moves the fewest its
 own group's loads allow.
 
-**Reproduce:** `python -m experiments run assignors --profile {run.env.get('profile', 'quick')}` (or `reproduce`)."""
+{reproduce_line('assignors', run.env)}"""
 
 
 def _per_change(steps: pd.DataFrame, scenario: str, labels: list[str]) -> list[tuple]:

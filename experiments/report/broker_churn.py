@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import broker_churn  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
+from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
 
 TRIAL_TABLE = [("design", "design"), ("case", "victim"), ("consumers", "N"),
                ("kill_generations", "rounds after the kill"), ("kill_rebalances", "rebalances begun (kill)"),
@@ -97,7 +97,7 @@ the same: the dead broker's partitions wait for its session to expire and the
 controller to elect new leaders, and nothing else stops. RocketMQ and TubeMQ
 learn of new leaders on their own periods, and their recovery is that long.
 
-**Reproduce:** `python -m experiments run broker_churn --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+{reproduce_line('broker_churn', env)}"""
 
 
 def _ordered(trials: pd.DataFrame) -> pd.DataFrame:

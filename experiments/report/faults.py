@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 from experiments.catalogue import split_brain, zombie  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
 from experiments.report.figures import figure as timeline_figure  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
+from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
 
 SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"),
                ("broker_delay_ms", "broker delay ms"), ("consumers", "N"),
@@ -164,7 +164,7 @@ would refuse a second holder anyway: PARTITION_OCCUPIED,
 herd section's: the group cannot change its size without every node
 restarting.
 
-**Reproduce:** `python -m experiments run split_brain --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+{reproduce_line('split_brain', env)}"""
 
 
 def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
@@ -310,7 +310,7 @@ partition is processed by two consumers at once and no commit of a
 non-holder is accepted; the rolled-back batch is processed again
 ("duplicates"), and the share idles for as long as its node is away.
 
-**Reproduce:** `python -m experiments run zombie --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+{reproduce_line('zombie', env)}"""
 
 
 def _zombie_figure(ok: pd.DataFrame, path: Path) -> Path:

@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import first_message  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
+from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
 
 TABLE = [("design", "design"), ("consumers", "N"), ("trials", "trials"), ("median_ms", "median ms"),
          ("min_ms", "min ms"), ("max_ms", "max ms")]
@@ -85,7 +85,7 @@ are told to let go, report that they have, and only then is the newcomer told
 to take. Nobody ever holds a partition twice, and the newcomer's wait is tens
 of seconds: the price client balance was built to remove.
 
-**Reproduce:** `python -m experiments run first_message --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+{reproduce_line('first_message', env)}"""
 
 
 def _figure(ok: pd.DataFrame, path: Path) -> Path:

@@ -1,8 +1,8 @@
-"""Full-profile runs in the report: an experiment's long grid, run on its own and shown after its quick section.
+"""Full-profile runs in the report: an experiment's long grid, run on its own and shown after its standard section.
 
-The main job reproduces every experiment's quick profile. Some questions need
-the full one (the herd at N up to 256, where the ZooKeeper era's herd is felt
-in earnest), which takes hours here and has no place in a quick reproduction.
+The published report comes from every experiment's standard profile. Some questions
+need the full one (the herd at N up to 256, where the ZooKeeper era's herd is felt
+in earnest), which takes hours here and has no place in a standard reproduction.
 Such a run is published on its own, and then stays:
 
 - `report RUN_DIR --publish` on a run of one experiment's full profile
@@ -11,10 +11,10 @@ Such a run is published on its own, and then stays:
   published sources' `full/<experiment>/`, then renders `REPORT.md` again from
   the published sources, so nothing else in it changes;
 - rendering any report reads the full runs beside its sources
-  (`RUN_DIR/full/`, or the published ones when a quick run is published), and
-  puts each after its experiment's quick section, rendered by the
+  (`RUN_DIR/full/`, or the published ones when a standard run is published), and
+  puts each after its experiment's standard section, rendered by the
   experiment's `full_section` with that run's own environment: the machine it
-  ran on, its date and its commit, which differ from the quick run's.
+  ran on, its date and its commit, which differ from the standard run's.
 
 The same rules hold as for the main report (`published.py`): a run with a
 failed or invalid trial, or made by uncommitted code, is refused, and so is a

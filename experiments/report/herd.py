@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import herd  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import STYLE, cell, findings_list, table  # noqa: E402
+from experiments.report.parts import STYLE, cell, findings_list, reproduce_line, table  # noqa: E402
 
 HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("zk_requests_per_change", "ZK requests"), ("membership_reads_per_change", "of them registration reads"),
@@ -124,7 +124,7 @@ reaction to the change. The hash split is also uneven (one key's hash
 decides, not a count): as N nears P some nodes get several partitions and
 others none, so a departing node may hold nothing ("the leaver held").
 
-**Reproduce:** `python -m experiments run herd --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+{reproduce_line('herd', env)}"""
 
 
 def setup_rows(summary: pd.DataFrame, run: StoredRun) -> list[tuple[str, str]]:
@@ -220,8 +220,8 @@ def herd_full_section(summary: pd.DataFrame, run: StoredRun) -> str:
     converging = {s["design"] for s in run.grid if s["experiment"] == herd.NAME and s["converge_required"]}
     return f"""## Herd at full size: N up to {largest}
 
-The quick profile above stops at N = {herd.PROFILES['quick']['consumers'][-1]}, where the herd is only
-beginning. This is one run of the full profile, stored apart from the quick reproduction
+The standard profile above stops at N = {herd.PROFILES['standard']['consumers'][-1]}, where the herd is only
+beginning. This is one run of the full profile, stored apart from the standard reproduction
 (`report/full/herd/`) because it takes far longer: `{env.get('command', '?')}`, {env.get('date', '?')},
 lab commit `{env.get('lab_commit', '?')}`. Its {len(trials)} trials' wall times sum to
 {trials.wall_s.sum() / 3600:.1f} h, on {machine.get('cpus', '?')} CPUs

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from experiments.engine import profiles
 from experiments.engine.families import FAMILIES
 
 #: {design: (colour, label)} of every family, in the registry's order (`engine/families.py`)
@@ -32,3 +33,14 @@ def table(header: list[str], rows) -> str:
 def findings_list(checked) -> str:
     """An experiment's `findings()`, as a list that says which held on the data."""
     return "\n".join(f"- {'✅' if f.holds else '❌'} {f.claim}. *{f.evidence}.*" for f in checked)
+
+
+def reproduce_line(experiment: str, env: dict) -> str:
+    """A section's last line: the command that reruns its grid, in the profile the run ran (today's name).
+
+    >>> reproduce_line("herd", {"profile": "quick"})
+    '**Reproduce:** `python -m experiments run herd --profile standard` (or `reproduce --profile standard`).'
+    """
+    profile = profiles.of_run(env)
+    return (f"**Reproduce:** `python -m experiments run {experiment} --profile {profile}` "
+            f"(or `reproduce --profile {profile}`).")

@@ -16,7 +16,8 @@ the report a user came to reproduce. Two things read the published report:
   experiment's full profile joins the published report instead of replacing it:
   `full_runs.py`). It refuses, saying
   why, a run with a failed trial, a run that lacks an experiment the published
-  report has (it would drop that section), and a run made by code that was not
+  report has (it would drop that section), a run of another profile than the
+  standard one (the tour's few designs), and a run made by code that was not
   committed (its `lab_commit` ends in `+dirty` or is unknown): every number in
   the published report comes from a stored run of committed code.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from experiments.engine import profiles
 from experiments.overhead import COLUMNS as OVERHEAD_COLUMNS
 from lab_cluster.errors import LabError
 
@@ -108,7 +110,12 @@ def compare(summary: pd.DataFrame, computed: dict[str, dict[str, pd.DataFrame]] 
 
 
 def verdict(outcomes: list[Outcome]) -> str:
-    """`N of M findings reproduced`, M being those the published report holds."""
+    """`N of M findings reproduced`, M being those the published report holds and this run checked (a run of fewer
+    designs or experiments, the tour say, checks fewer: how many it left to others is said after).
+
+    >>> verdict([Outcome("herd", "a", "", True, True), Outcome("herd", "b", "", None, True)])[:52]
+    '1 of 1 findings of the published report reproduced ('
+    """
     stated = [o for o in outcomes if o.published]
     published = published_summary()
     lacks = missing_columns(published) if published is not None else []
@@ -117,7 +124,12 @@ def verdict(outcomes: list[Outcome]) -> str:
                 f"{', '.join(lacks)}): its findings cannot be checked with this code")
     if not stated:
         return "there is no published report to compare with"
-    return f"{sum(o.reproduced for o in stated)} of {len(stated)} findings of the published report reproduced"
+    checked = [o for o in stated if o.here is not None]
+    text = f"{sum(o.reproduced for o in checked)} of {len(checked)} findings of the published report reproduced"
+    if len(checked) < len(stated):
+        text += (f" ({len(stated) - len(checked)} more of its findings are about designs or experiments this run "
+                 "did not run)")
+    return text
 
 
 FINDINGS_FILE = "findings.csv"
@@ -163,6 +175,9 @@ def refusals(run_dir: Path) -> list[str]:
     if full_runs.is_full_run(summary, env):
         return full_runs.refusals(summary, env)
     problems = trial_and_commit_problems(summary, env)
+    if profiles.of_run(env) != profiles.STANDARD:
+        problems.append(f"it ran the {profiles.of_run(env)} profile, and the published report comes from the "
+                        f"{profiles.STANDARD} one (every design in every experiment)")
     published = published_summary()
     if published is not None:
         missing = sorted(set(published.experiment) - set(summary.experiment))

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from experiments.catalogue import storm  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
 from experiments.report.figures import draw  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, table  # noqa: E402
+from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
 
 TRIAL_TABLE = [("design", "design"), ("consumers", "N"), ("restarts", "restarts"),
                ("generations", "rebalance rounds"), ("members_revoking", "members revoking (sum)"),
@@ -149,7 +149,7 @@ waits for the master's next tick, which moves the restarted consumer's
 partitions away and back, one heartbeat per step
 (`tubemq_client/master/balancer.py`).
 
-**Reproduce:** `python -m experiments run storm --profile {env.get('profile', 'quick')}` (or `reproduce`)."""
+{reproduce_line('storm', env)}"""
 
 
 def _figure(restarts: pd.DataFrame, path: Path) -> Path:

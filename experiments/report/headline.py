@@ -1,0 +1,85 @@
+"""The headline figures: one row per design, the few numbers that answer the lab's question.
+
+Read from a run's summary alone (its stored `summary.csv`), so the tour's
+closing table and a report show the same numbers for the same run:
+
+- the herd, one join at the largest group size N the run has for that design:
+  ZooKeeper requests and notifications the change cost, control messages (every
+  request to ZooKeeper or a broker's coordinator), and how many members stopped
+  (revoked what they held);
+- split brain, at the largest lag the run has: owner conflicts and failed
+  rebalance attempts of the churn;
+- the zombie, summed over its trials (pause, cut): the zombie's commits the
+  group accepted (`zombie_commits_accepted`, per change window) and those the
+  coordinator fenced (`commits_fenced`, per trial).
+
+A design an experiment did not run shows an empty cell ("–"), never a zero; a
+design none of the three ran (the storm's, say) has no row.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from experiments.catalogue import herd, split_brain
+from experiments.engine.families import FAMILIES
+
+#: (column, what it says), in the order the table shows them
+COLUMNS = (
+    ("herd_n", "herd: N"),
+    ("zk_requests", "ZK requests / join"),
+    ("notifications", "notifications / join"),
+    ("control_messages", "control msgs / join"),
+    ("members_stopped", "members stopped"),
+    ("split_brain_trouble", "split brain: conflicts + failures"),
+    ("zombie_accepted", "zombie commits accepted"),
+    ("zombie_fenced", "zombie commits fenced"),
+)
+
+
+def headline(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per design the run has, in the registry's order, with `COLUMNS` (NaN where not run).
+
+    >>> s = pd.DataFrame({"experiment": ["herd", "herd", "zombie"], "design": ["legacy", "legacy", "legacy"],
+    ...     "status": "ok", "change": ["join", "join", "heal"], "consumers": [2, 8, 2], "trial": ["h2", "h8", "z"],
+    ...     "zk_requests_per_change": [40.0, 300.0, 0], "notifications_per_change": [3.0, 9.0, 0],
+    ...     "control_messages_per_change": [40.0, 300.0, 0], "members_revoking": [2.0, 8.0, 0],
+    ...     "zombie_commits_accepted": [0, 0, 3.0], "commits_fenced": [0, 0, 0.0]})
+    >>> headline(s)[["design", "herd_n", "zk_requests", "zombie_accepted", "split_brain_trouble"]].to_dict("records")
+    [{'design': 'legacy', 'herd_n': 8.0, 'zk_requests': 300.0, 'zombie_accepted': 3.0, 'split_brain_trouble': nan}]
+    """
+    ok = summary[summary.status == "ok"]
+    designs = [d for d in FAMILIES if d in set(ok.design)]
+    rows = [{"design": d, **_herd(ok, d), **_split_brain(ok, d), **_zombie(ok, d)} for d in designs]
+    table = pd.DataFrame(rows, columns=["design", *(c for c, _ in COLUMNS)])
+    return table.dropna(how="all", subset=[c for c, _ in COLUMNS]).reset_index(drop=True)
+
+
+def _herd(ok: pd.DataFrame, design: str) -> dict:
+    joins = ok[(ok.experiment == herd.NAME) & (ok.design == design) & (ok.change == "join")]
+    if joins.empty:
+        return {}
+    largest = joins[joins.consumers == joins.consumers.max()]
+    return {"herd_n": float(largest.consumers.iloc[0]),
+            "zk_requests": largest.zk_requests_per_change.mean(),
+            "notifications": largest.notifications_per_change.mean(),
+            "control_messages": largest.control_messages_per_change.mean(),
+            "members_stopped": largest.members_revoking.mean()}
+
+
+def _split_brain(ok: pd.DataFrame, design: str) -> dict:
+    lag = split_brain.LAG_PARAM.get(design)
+    churn = ok[(ok.experiment == split_brain.NAME) & (ok.design == design) & (ok.change == "churn")]
+    if lag is None or churn.empty or lag not in churn:
+        return {}
+    largest = churn[churn[lag] == churn[lag].max()]
+    return {"split_brain_trouble": (largest.owner_conflicts + largest.rebalance_failures).max()}
+
+
+def _zombie(ok: pd.DataFrame, design: str) -> dict:
+    rows = ok[(ok.experiment == "zombie") & (ok.design == design)]
+    if rows.empty:
+        return {}
+    # accepted commits are counted per change window, fenced ones per trial (each change row repeats them)
+    fenced = rows.groupby("trial").commits_fenced.first().sum()
+    return {"zombie_accepted": rows.zombie_commits_accepted.sum(), "zombie_fenced": fenced}
