@@ -9,7 +9,9 @@
   no Docker engine or image is available, except under CI=true, where that is
   a failure (CI installs both).
 - At the end of the session everything the lab started must be gone: any JVM,
-  container, proxy or temp dir of this process left behind fails the run.
+  container, proxy or temp dir of this process left behind fails the run. The
+  default run has two processes (pytest-xdist, `-n 2` in `pyproject.toml`):
+  each worker checks its own and tells the controller, which fails the run.
 """
 
 from __future__ import annotations
@@ -44,11 +46,25 @@ def pytest_sessionstart(session):
         print("\nremoved what earlier lab runs left behind: " + "; ".join(reaped))
 
 
+#: what each xdist worker process left behind, as it told the controller (`pytest_testnodedown`)
+_left_by_workers: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller: a worker finished; keep what it left behind, for the controller's own verdict."""
+    _left_by_workers.extend(getattr(node, "workeroutput", {}).get("lab_leaks", []))
+
+
 def pytest_sessionfinish(session, exitstatus):
-    failures = REAPER.stop_all()
-    leaks = find_leaks()
-    if leaks or failures:
-        print("\nLEAK CHECK FAILED: the lab left behind: " + "; ".join(leaks + failures))
+    left = REAPER.stop_all() + find_leaks()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its exit status does not reach the run's, so it says
+        workeroutput["lab_leaks"] = [f"{leak} (worker {os.getpid()})" for leak in left]
+        return
+    left += _left_by_workers
+    if left:
+        print("\nLEAK CHECK FAILED: the lab left behind: " + "; ".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

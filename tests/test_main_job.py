@@ -9,7 +9,7 @@ such a user takes runs in CI too:
   each one's ZooKeeper started inside its Spark task from Spark's own jars;
 - the embedded backend finds ZooKeeper's jars where a Spark worker's `import pyspark` is Spark's zip;
 - `doctor --start` with no Docker engine answering picks embedded and starts a server inside a Spark task;
-- `reproduce` whose every trial fails exits non-zero, says why, and leaves REPORT.md and report/
+- `reproduce` (the tour) whose every trial fails exits non-zero, says why, and leaves REPORT.md and report/
   byte-identical; publishing refuses such a run and a run of uncommitted code, and re-publishing the
   published report from its own sources changes nothing.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, cli, run_experiment
 
-from experiments.catalogue import herd
+from experiments.catalogue import EXPERIMENTS, herd
 from experiments.report import published
 from lab_cluster.errors import LabError
 from lab_cluster.ports import free_port
@@ -96,6 +97,7 @@ def test_doctor_without_a_docker_engine_picks_embedded_and_starts_a_server_insid
 
 @pytest.mark.slow
 def test_reproduce_whose_trials_all_fail_leaves_the_published_report_untouched(tmp_path):
+    """The main job as the README gives it (`reproduce`: the tour) where no trial can work."""
     before = _published_bytes()
     port = free_port()  # nothing listens there
     run_dir = tmp_path / "run"
@@ -105,20 +107,23 @@ def test_reproduce_whose_trials_all_fail_leaves_the_published_report_untouched(t
     assert result.returncode == 1, out[-3000:]
     assert "Traceback" not in out
     trials = len(json.loads((run_dir / "grid.json").read_text()))
+    tour = [s for e in EXPERIMENTS.values() if e.runs_in("tour") for s in e.specs("tour")]
+    assert trials == len(tour)
     assert f"{trials} of {trials} trials failed" in out
     assert f"No server of LAB_ZK_CONNECT=127.0.0.1:{port} answered" in out
-    # only the findings computed without a trial hold: the assignors' replay is computed, not run
+    # no finding holds (the tour has no computed part), and the verdict counts the published ones it checked and
+    # those it left to the standard profile
     found = pd.read_csv(run_dir / "findings.csv")
-    held = sorted(found[found.here.fillna(False).astype(bool)].finding)
-    assert held == sorted(["modern-sticky-moves-fewest", "modern-cooperative-withholds-handed-over",
-                           "modern-range-skews-topics", "all-own-shares-move-more"]), held
-    assert f"{len(held)} of {_stated()} findings of the published report reproduced" in out
+    assert not found.here.fillna(False).astype(bool).any()
+    counted = re.search(r"0 of (\d+) findings of the published report reproduced \((\d+) more", out)
+    assert counted and int(counted[1]) > 0 and int(counted[1]) + int(counted[2]) == _stated(), out[-3000:]
+    assert "published findings this tour checked and reproduced (0 of" in out
+    assert "python -m experiments reproduce --profile standard" in out
     assert "the published one, REPORT.md, is unchanged" in out
-    assert "it cannot be published" in out
+    assert "it cannot be published" in out and "it ran the tour profile" in out
     assert _published_bytes() == before
     # the run's own report is in the run directory, listing why its trials failed
     assert "## Failed trials" in (run_dir / "REPORT.md").read_text()
-    assert (run_dir / "findings.csv").exists()
     # and publishing it is refused, with the published report unchanged
     refused = cli("report", str(run_dir), "--publish")
     assert refused.returncode == 2 and f"{trials} of {trials} trials failed" in refused.stderr, refused.stderr

@@ -30,3 +30,31 @@ def test_results_table_is_not_cut_when_written_to_a_file(capsys, monkeypatch):
 def test_columns_still_set_the_width(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     assert run_cmd._console().width == 100
+
+
+def test_the_old_profile_name_works_and_says_what_it_is_now_called(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    from types import SimpleNamespace
+
+    assert run_cmd._profile(SimpleNamespace(profile="quick")) == "standard"
+    assert "profile 'quick' is now called 'standard' (the same grid); it still works" in capsys.readouterr().out
+    assert run_cmd._profile(SimpleNamespace(profile="tour")) == "tour" and capsys.readouterr().out == ""
+
+
+def test_the_tours_closing_shows_the_headline_the_findings_it_checked_and_the_rest(capsys, monkeypatch):
+    """On the published run's summary, as if a tour had produced it: the table per design, the published findings
+    it checked by id, and the command for the rest with its measured time."""
+    from experiments.report import published
+
+    monkeypatch.setenv("COLUMNS", "250")
+    summary = published.published_summary()
+    summary = summary[summary.experiment.isin(["herd", "split_brain", "zombie"])
+                      & summary.design.isin(["legacy", "modern"])]
+    outcomes = published.compare(summary, {})
+    run_cmd._tour_closing(run_cmd._console(), summary, outcomes)
+    out = capsys.readouterr().out
+    legacy = next(line for line in out.splitlines() if line.startswith("│ legacy"))
+    assert "1,845" in legacy and "32" in legacy  # the ZooKeeper era's requests and notifications per join at N=32
+    assert "herd/legacy-join-notified" in out and "zombie/modern-cut-fenced" in out
+    assert "herd/modern-kip848-join-revokes-only-moving" not in out  # KIP-848 was left out of this summary
+    assert "python -m experiments reproduce --profile standard (about" in out

@@ -185,7 +185,7 @@ def reproduce_command(profile: str = TOUR, trials_per_machine: int = TRIALS_PER_
     """The reproduction that is timed, as a user types it (without its `--out`).
 
     >>> reproduce_command()
-    ['python', '-m', 'experiments', 'reproduce', '--profile', 'tour', '--trials-per-machine', '2']
+    ['python', '-m', 'experiments', 'reproduce', '--profile', 'tour', '--trials-per-machine', '3']
     """
     return ["python", "-m", "experiments", "reproduce", "--profile", profile,
             "--trials-per-machine", str(trials_per_machine)]

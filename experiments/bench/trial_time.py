@@ -121,6 +121,19 @@ def longest_trials(run_dir: Path, count: int = 5) -> list[dict]:
     return [{**t, "wall_s": round(t["wall_s"], 1)} for t in ran[:count]]
 
 
+#: where `bench trial-time` writes by default, and what the harness reads to start the longest trials first
+FIGURES = Path(__file__).resolve().parents[2] / "benchmarks" / "trial_time.json"
+
+
+def mean_seconds(figures: Path = FIGURES) -> dict[str, float]:
+    """{"experiment/design": the mean wall seconds of its trials} in the last run `bench trial-time` measured
+    here (empty where there is none)."""
+    if not figures.exists():
+        return {}
+    groups = json.loads(figures.read_text()).get("seconds", {})
+    return {key: g["wall_s"] / g["trials"] for key, g in groups.items() if key != "all" and g.get("trials")}
+
+
 def run(args) -> int:
     from rich.console import Console
     from rich.table import Table

@@ -77,8 +77,7 @@ def _grid_options(p, default_profile: str) -> None:
     p.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[*])")
     p.add_argument("--trials-per-machine", type=int, default=TRIALS_PER_MACHINE,
                    help=f"timing-sensitive trials allowed at once per machine (default {TRIALS_PER_MACHINE}: "
-                        "on 2 cores, two at a time starved no trial of the standard profile, "
-                        "benchmarks/trial_time.json)")
+                        "on 2 cores the tour starved no host 4 at a time: experiments/engine/profiles.py)")
     p.add_argument("--backend", help="the trials' ZooKeeper backend: auto, embedded, testcontainers or external "
                                      "(default: LAB_ZK_BACKEND, else auto, resolved where each trial runs)")
 
@@ -140,7 +139,7 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
     commit = lab_commit()  # the code the trials run: read before, so a commit made during the run is not taken
     console = _console()
     zk_backend = BackendRequest.from_environment(backend)
-    spark = local_session(master)
+    spark = local_session(_local_master(master, trials_per_machine))
     console.print(f"[bold]{len(specs)} trials[/] on Spark {spark.version} ({spark.sparkContext.master}), "
                   f"{trials_per_machine} at a time per machine, ZooKeeper backend {zk_backend.backend} -> {run_uri}")
     with Progress(TextColumn("{task.description}", justify="left"), BarColumn(), TextColumn("{task.fields[phase]}"),
@@ -167,6 +166,18 @@ def run_grid_with_progress(specs, run_uri: str, master: str, trials_per_machine:
         (local / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
     _print_table(console, summary)
     return summary
+
+
+def _local_master(master: str | None, trials_per_machine: int) -> str | None:
+    """The master to start: the one given, else `spark-submit`'s (None), else local with a task slot per core, or
+    per trial where more trials may run at once than there are cores (each trial is one task, mostly waiting).
+
+    >>> _local_master("spark://h:7077", 8), _local_master(None, 1), _local_master(None, 64)
+    ('spark://h:7077', 'local[*]', 'local[64]')
+    """
+    if master or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return master
+    return f"local[{trials_per_machine}]" if trials_per_machine > (os.cpu_count() or 1) else "local[*]"
 
 
 def _print_table(console: Console, summary) -> None:
@@ -288,11 +299,12 @@ def _report_and_findings(console: Console, run_dir: Path, summary) -> list:
     from experiments.report.render import render
 
     report = render(run_dir)
-    outcomes = [o for o in published.compare(summary, store.read_computed(run_dir))
-                if o.experiment in set(summary.experiment)]
+    every = published.compare(summary, store.read_computed(run_dir))
+    outcomes = [o for o in every if o.experiment in set(summary.experiment)]
     findings = published.save(outcomes, run_dir)
     _print_findings(console, outcomes)
-    console.print(f"[bold]{published.verdict(outcomes)}[/] (this run's findings: {findings})")
+    # the verdict counts the published findings of experiments the run left out too, as not checked here
+    console.print(f"[bold]{published.verdict(every)}[/] (this run's findings: {findings})")
     console.print(f"this run's report: {report}  (the published one, {_shown(published.REPORT)}, is unchanged)")
     console.print(f"compare it: diff {_shown(published.REPORT)} {report}")
     refused = published.refusals(run_dir)

@@ -146,6 +146,24 @@ def _run_trials(batches, run_uri: str, trials_per_machine: int, zk_backend: Back
             yield pd.DataFrame([_run_one(TrialSpec.from_row(row), run_uri, trials_per_machine, zk_backend)])
 
 
+def longest_first(specs: list[TrialSpec], seconds: dict[str, float] | None = None) -> list[TrialSpec]:
+    """The trials in the order their tasks start: the longest first, by the mean seconds of their experiment and
+    design in the last run `bench trial-time` measured here (`benchmarks/trial_time.json`), the others after, in
+    grid order. K trials run at a time: a long trial that starts last holds the run up alone (the tour's longest
+    took 85 s of its 4 minutes). The order changes when a trial starts, not what it measures.
+
+    >>> from experiments.engine.trial import TrialSpec
+    >>> [s.design for s in longest_first([TrialSpec("herd", "legacy", 2, 4), TrialSpec("herd", "modern", 2, 4),
+    ...                                   TrialSpec("herd", "tubemq", 2, 4)], {"herd/modern": 30, "herd/tubemq": 60})]
+    ['tubemq', 'modern', 'legacy']
+    """
+    if seconds is None:
+        from experiments.bench.trial_time import mean_seconds
+
+        seconds = mean_seconds()
+    return sorted(specs, key=lambda s: -seconds.get(f"{s.experiment}/{s.design}", 0.0))
+
+
 def grid_frame(spark: SparkSession, specs: list[TrialSpec]) -> DataFrame:
     rows = [s.as_row() for s in specs]
     if len({r["trial"] for r in rows}) != len(rows):
@@ -168,7 +186,7 @@ def run_grid(spark: SparkSession, specs: list[TrialSpec], run_uri: str, *, trial
     if local is not None:
         local.mkdir(parents=True, exist_ok=True)
         (local / "grid.json").write_text(json.dumps([s.as_row() for s in specs], indent=1) + "\n")
-    in_tasks = [s for s in specs if not s.host_tasks]
+    in_tasks = longest_first([s for s in specs if not s.host_tasks])
     rows = _run_in_tasks(spark, in_tasks, run_uri, trials_per_machine, zk_backend, on_progress) if in_tasks else []
     # a trial whose hosts are a barrier stage's tasks submits that stage itself: it runs here, on the driver, one
     # at a time, after the others (which would hold the task slots its stage needs)

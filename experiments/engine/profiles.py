@@ -34,10 +34,12 @@ PURPOSE = {
     STANDARD: "every design in every experiment: the grid of the published REPORT.md",
     FULL: "one experiment's long grid (N up to 256 in the herd), published beside the standard run",
 }
-#: trials at once per machine by default (`--trials-per-machine`): the most that the lab's own host-health
-#: measurement showed to starve none here (2 cores: the standard profile two at a time, 105 trials, none starved:
-#: `benchmarks/trial_time.json`)
-TRIALS_PER_MACHINE = 2
+#: trials at once per machine by default (`--trials-per-machine`), chosen by the lab's own host-health measurement
+#: (`lab_cluster/host_health.py`: a host is starved when it wakes later than a third of its session timeout, 2 s
+#: here). On this 2-core machine the tour's 17 trials ran with no host starved 2, 3 and 4 at a time (latest
+#: wake-up 99, 107 and 152 ms; 5:03, 3:37 and 3:15 end to end), and the standard profile's 105 two at a time.
+#: Three keeps a margin below the most measured; a trial mostly waits on its servers' timers, not the CPU.
+TRIALS_PER_MACHINE = 3
 
 
 def canonical(name: str) -> str:

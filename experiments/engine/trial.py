@@ -337,18 +337,25 @@ class _Scenario:
             for name in members:
                 self._start_member(name)
         self._wait_converged(members, since_ns=0, what="the initial group")
+        lags = []  # how to lift the set-up's lags, once the trial has ended
         if spec.param("follower_delay_ms"):
             leader = zk.leader()
             follower = zk.followers()[0]
             self.faults.quorum_delay(zk, follower.sid, leader.sid, int(spec.param("follower_delay_ms")))
-            self.stack.callback(lambda: zk.quorum_link(follower.sid, leader.sid).set_mode(Mode.PASS))
+            lags.append(lambda: zk.quorum_link(follower.sid, leader.sid).set_mode(Mode.PASS))
+            self.stack.callback(lags[-1])
         if self.lagging_broker is not None:
             self.faults.link(self.lagging_broker, Mode.DELAY, int(spec.param("broker_delay_ms")))
+            lags.append(lambda: self.lagging_broker.set_mode(Mode.PASS))
         for index, step in enumerate(spec.steps, start=1):
             self.progress(f"step {index}: {step}", 2 + index)
             members = self._step(index, step, members)
         self.progress("stopping", spec.phases)
         self.trace.record("end")
+        # The lag was the trial's subject up to its end; the group stopping under it measured nothing and cost
+        # time (a ZooKeeper-era group of 4 behind a follower delayed 1 s took 23.5 s to stop, 3.6 s without).
+        for lift in lags:
+            lift()
         # the group stops as one (a shared host stops every consumer at once), before the cluster under it
         for process in [group, *self.members.values()]:
             if process is not None:
