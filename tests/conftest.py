@@ -162,12 +162,12 @@ def spark():
     assert not left, f"the module left data cached in its Spark session: {left}"
 
 
-def run_experiment(spark, run_dir, specs):
+def run_experiment(spark, run_dir, specs, trials_per_machine: int = 1):
     """Run a grid of trials on Spark into `run_dir` and analyse it: (run_dir, specs, summary)."""
     from experiments.catalogue import KEEP_TIMELINES
     from experiments.engine.harness import analyse, run_grid
 
-    results = run_grid(spark, specs, str(run_dir))
+    results = run_grid(spark, specs, str(run_dir), trials_per_machine=trials_per_machine)
     return run_dir, specs, analyse(spark, str(run_dir), specs, results, timelines_for=KEEP_TIMELINES)
 
 

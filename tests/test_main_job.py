@@ -53,7 +53,8 @@ def test_a_herd_grid_runs_through_spark_on_the_embedded_backend(spark, tmp_path,
     # read on the driver and carried to the tasks: the Spark workers started with the test process's
     # environment, so only the carried request can make them use the embedded backend
     monkeypatch.setenv("LAB_ZK_BACKEND", "embedded")
-    _, specs, summary = run_experiment(spark, tmp_path, herd.grid("standard", consumers=[2]))
+    # two at a time, as the main job runs its trials (the module's session has two task slots)
+    _, specs, summary = run_experiment(spark, tmp_path, herd.grid("standard", consumers=[2]), trials_per_machine=2)
     assert sorted(s.design for s in specs) == sorted(herd.DESIGNS)
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
