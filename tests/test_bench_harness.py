@@ -23,7 +23,8 @@ def test_the_timed_reproduction_runs_the_users_command_and_counts_trials_by_thei
     def fake_run(command, **kwargs):
         seen.append(command)
         # summary.csv has a row per change: a trial is ok only when all its rows are
-        (tmp_path / "summary.csv").write_text("trial,status\na,ok\na,ok\nb,ok\nb,failed\nc,ok\n")
+        (tmp_path / "summary.csv").write_text("trial,status,host_late_ms_max,hosts_starved\na,ok,12.5,0\na,ok,,0\n"
+                                              "b,ok,99.1,0\nb,failed,3100,1\nc,ok,1,0\n")
         # findings.csv as `published.save` writes it: a finding the published report does not hold is not counted
         (tmp_path / "findings.csv").write_text("experiment,finding,claim,here,published\n"
                                                "herd,f1,x,True,True\nherd,f2,x,False,True\nherd,f3,x,True,\n"
@@ -37,6 +38,7 @@ def test_the_timed_reproduction_runs_the_users_command_and_counts_trials_by_thei
     assert figure["command"] == "python -m experiments reproduce --profile standard --trials-per-machine 1"
     assert (figure["profile"], figure["trials_per_machine"]) == ("standard", 1)
     assert (figure["exit_status"], figure["trials"], figure["trials_ok"]) == (0, 3, 2)
+    assert (figure["host_late_ms_max"], figure["hosts_starved"]) == (3100.0, 1)
     # f5, which the run did not check (a design it left out), is not counted
     assert (figure["findings_checked"], figure["findings_reproduced"]) == (2, 1)
 

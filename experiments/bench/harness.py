@@ -201,12 +201,17 @@ def reproduce_wall_time(run_dir: Path, profile: str = TOUR, trials_per_machine: 
     # the figure means little without what it covered: trials, and how many ended ok (summary.csv has a row
     # per change; a trial is ok when all its rows are)
     ok: dict[str, bool] = {}
+    late_ms, starved = 0.0, 0
     for row in (csv.DictReader(summary.open()) if summary.exists() else []):
         ok[row["trial"]] = ok.get(row["trial"], True) and row["status"] == "ok"
+        # and how near the lab came to starving a host (`lab_cluster/host_health.py`): what limits K
+        late_ms = max(late_ms, float(row.get("host_late_ms_max") or 0))
+        starved += int(float(row.get("hosts_starved") or 0))
     # and whether it reproduced the published report: of the findings it checked (the tour checks some)
     stated = [o for o in published.load(run_dir) if o.published and o.here is not None]
     return {"command": " ".join(shown), "profile": profile, "trials_per_machine": trials_per_machine,
             "exit_status": status, "seconds": seconds, "trials": len(ok), "trials_ok": sum(ok.values()),
+            "host_late_ms_max": late_ms, "hosts_starved": starved,
             "findings_checked": len(stated), "findings_reproduced": sum(o.reproduced for o in stated)}
 
 
