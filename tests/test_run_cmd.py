@@ -53,8 +53,13 @@ def test_the_tours_closing_shows_the_headline_the_findings_it_checked_and_the_re
     outcomes = published.compare(summary, {})
     run_cmd._tour_closing(run_cmd._console(), summary, outcomes)
     out = capsys.readouterr().out
-    legacy = next(line for line in out.splitlines() if line.startswith("│ legacy"))
-    assert "1,845" in legacy and "32" in legacy  # the ZooKeeper era's requests and notifications per join at N=32
+    lines = out.splitlines()
+    assert [c.strip() for c in lines[2].split("┃")[2:4]] == ["legacy", "modern"]  # a column per design run
+    row = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]] for line in lines
+           if line.startswith("│ herd")}
+    # one join at N=32: the ZooKeeper era's requests and notifications, none for the coordinator
+    assert row["herd: ZooKeeper requests for one join at N"] == ["1,845", "0"]
+    assert row["herd: notifications for one join at N"] == ["32", "0"]
     assert "herd/legacy-join-notified" in out and "zombie/modern-cut-fenced" in out
     assert "herd/modern-kip848-join-revokes-only-moving" not in out  # KIP-848 was left out of this summary
     assert "python -m experiments reproduce --profile standard (about" in out

@@ -266,12 +266,13 @@ def _tour_closing(console: Console, summary, outcomes) -> None:
     from experiments.report.headline import COLUMNS, headline
     from experiments.report.parts import cell
 
-    table = Table(title="what the tour showed: one join at the largest N, the largest lag, every zombie trial")
-    table.add_column("design")
-    for _, label in COLUMNS:
-        table.add_column(label)
-    for row in headline(summary).itertuples(index=False):
-        table.add_row(row.design, *[cell(getattr(row, c)) for c, _ in COLUMNS])
+    figures = headline(summary).set_index("design")
+    table = Table(title="what the tour showed")
+    table.add_column("per design")
+    for design in figures.index:
+        table.add_column(design, justify="right", no_wrap=True)
+    for column, label in COLUMNS:
+        table.add_row(label, *[cell(figures.loc[design, column]) for design in figures.index])
     console.print(table)
     checked = [o for o in outcomes if o.published and o.here is not None]
     held = [f"{o.experiment}/{o.finding}" for o in checked if o.here]

@@ -36,9 +36,10 @@ PURPOSE = {
 }
 #: trials at once per machine by default (`--trials-per-machine`), chosen by the lab's own host-health measurement
 #: (`lab_cluster/host_health.py`: a host is starved when it wakes later than a third of its session timeout, 2 s
-#: here). On this 2-core machine the tour's 17 trials ran with no host starved 2, 3 and 4 at a time (latest
-#: wake-up 99, 107 and 152 ms; 5:03, 3:37 and 3:15 end to end), and the standard profile's 105 two at a time.
-#: Three keeps a margin below the most measured; a trial mostly waits on its servers' timers, not the CPU.
+#: here). On this 2-core machine the tour's 17 trials ran with no host starved 2, 3 and 4 at a time (the latest
+#: wake-up 40, 99 and 117 ms; 282, 229 and 202 s end to end: `benchmarks/tour_trials_at_once.json`), and the
+#: standard profile's 105 three at a time (148 ms; `benchmarks/harness.json`). Three keeps a margin below the most
+#: measured; a trial mostly waits on its servers' timers, not the CPU.
 TRIALS_PER_MACHINE = 3
 
 

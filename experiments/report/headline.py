@@ -26,14 +26,14 @@ from experiments.engine.families import FAMILIES
 
 #: (column, what it says), in the order the table shows them
 COLUMNS = (
-    ("herd_n", "herd: N"),
-    ("zk_requests", "ZK requests / join"),
-    ("notifications", "notifications / join"),
-    ("control_messages", "control msgs / join"),
-    ("members_stopped", "members stopped"),
-    ("split_brain_trouble", "split brain: conflicts + failures"),
-    ("zombie_accepted", "zombie commits accepted"),
-    ("zombie_fenced", "zombie commits fenced"),
+    ("herd_n", "herd: the largest group size N"),
+    ("zk_requests", "herd: ZooKeeper requests for one join at N"),
+    ("notifications", "herd: notifications for one join at N"),
+    ("control_messages", "herd: control messages (to ZooKeeper or a coordinator) for one join at N"),
+    ("members_stopped", "herd: members that stopped (revoked) for one join at N"),
+    ("split_brain_trouble", "split brain at the largest lag: owner conflicts + failed attempts"),
+    ("zombie_accepted", "zombie: its commits accepted (pause and cut)"),
+    ("zombie_fenced", "zombie: its commits fenced (pause and cut)"),
 )
 
 

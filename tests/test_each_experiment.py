@@ -1,0 +1,63 @@
+"""Every experiment end to end in the default run: its cheapest trial through the Spark harness and the analysis.
+
+An experiment's whole grid is a `long` test (`pytest -m long`, or `pytest -m <experiment>`), and the herd runs
+every design of its own in `test_main_job.py`. Here every other experiment runs one trial of its standard grid,
+the cheapest that takes every step of its scenario (a lag and churn, a cut and heal, a rolling restart, a
+broker killed and started again, a newcomer, an assignor's join and leave), two at a time as the main job runs
+them; together they also give the coordinator era's static, cooperative and static-cooperative designs a real
+trial each. What a single trial cannot judge (a finding compares designs or lags) is judged on the stored tour
+run (`test_stored_tour_run.py`) and the published report (`test_main_job.py`).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_experiment
+
+from experiments.catalogue import EXPERIMENTS
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+#: experiment -> the trial of its standard grid that runs here
+SMOKE = {
+    "split_brain": "split_brain-delay-1000-modern-n4-p12-s0-r0",
+    "zombie": "zombie-cut-modern-n2-p4-s0-r0",
+    "storm": "storm-modern-static-coop-n4-p12-s0-r0",
+    "broker_churn": "broker_churn-coordinator-modern-coop-n3-p6-s0-r0",
+    "first_message": "first_message-legacy-n4-p12-s0-r0",
+    "assignors": "assignors-range-modern-n3-p12-s0-r0",
+}
+#: a second broker-churn trial, for the static design's real trial
+STATIC = ("broker_churn", "broker_churn-coordinator-modern-static-n3-p6-s0-r0")
+
+
+def _spec(experiment: str, trial: str):
+    return next(s for s in EXPERIMENTS[experiment].specs("standard") if s.trial_id == trial)
+
+
+@pytest.fixture(scope="module")
+def each_run(spark, tmp_path_factory):
+    specs = [_spec(e, t) for e, t in [*SMOKE.items(), STATIC]]
+    return run_experiment(spark, tmp_path_factory.mktemp("each-experiment"), specs, trials_per_machine=2)
+
+
+def test_every_experiment_but_the_herd_has_a_trial_here():
+    assert set(SMOKE) == set(EXPERIMENTS) - {"herd"}
+
+
+@pytest.mark.parametrize("experiment", sorted(SMOKE))
+def test_its_trial_takes_every_step_and_ends_ok(each_run, experiment):
+    _, specs, summary = each_run
+    spec = _spec(experiment, SMOKE[experiment])
+    rows = summary[summary.trial == spec.trial_id].sort_values("change_index")
+    assert set(rows.status) == {"ok"}, rows.reason.tolist()
+    # a row per change the analysis found in its trace, each a step of the scenario
+    assert len(rows) >= 1 and set(rows.change) <= set(spec.steps), (rows.change.tolist(), spec.steps)
+    if spec.converge_required:
+        assert rows.converged.all(), rows[["change", "converged"]].to_string()
+
+
+def test_the_coordinator_eras_variants_each_ran_a_real_trial(each_run):
+    _, _, summary = each_run
+    ran = set(summary[summary.status == "ok"].design)
+    assert {"modern-static", "modern-coop", "modern-static-coop"} <= ran, ran
