@@ -1,5 +1,7 @@
 """`bench harness`: wall time of `reproduce` (the tour, or `--profile standard`), and the metrics job's throughput.
 
+With `--test-suite`, also the README's test command on a fresh clone of HEAD, set-up included (`test_suite`).
+
 1. Runs `reproduce --profile P` (`tour` by default, as the README's main job runs it;
    `standard` for the published report's grid; with `--trials-per-machine K`, K trials at a
    time on each machine, as a user may run it) into a run directory (a temp one, or
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -60,6 +63,8 @@ def add_parser(sub) -> None:
     p.add_argument("--repeat", type=int, default=3, help="runs of the metrics job; the figure is their median")
     p.add_argument("--run-dir", type=Path, help="keep the timed reproduction's run directory here (default: a temp "
                                                 "directory, removed)")
+    p.add_argument("--test-suite", action="store_true",
+                   help="also time the README's test command on a fresh clone of this checkout's HEAD, set-up included")
     p.add_argument("--analyse-run", type=Path, metavar="RUN",
                    help="also time the metrics job on a stored run's traces, from JSON lines and from Parquet")
     p.add_argument("--out", default="benchmarks/harness.json")
@@ -229,6 +234,24 @@ def measured_reproduction(profile: str, figures: Path = FIGURES) -> dict | None:
     return {"trials_per_machine": int(given), **figure}
 
 
+#: the README's test command (and `.ci/run`'s), run in a fresh clone by `--test-suite`
+TEST_COMMAND = "scripts/setup.sh --docker && .venv/bin/python -m pytest"
+
+
+def suite_wall_time(work: Path) -> dict:
+    """Seconds of the README's test command in a fresh clone of HEAD (set-up included), run as CI runs it
+    (CI=true), with pytest's closing line."""
+    clone = work / "clone"
+    subprocess.run(["git", "clone", "-q", str(FIGURES.parents[1]), str(clone)], check=True)
+    t0 = time.perf_counter()
+    done = subprocess.run(["bash", "-c", TEST_COMMAND], cwd=clone, env={**os.environ, "CI": "true"},
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    seconds = round(time.perf_counter() - t0, 1)
+    closing = [line.strip("= ") for line in done.stdout.splitlines() if " passed" in line or " failed" in line]
+    return {"command": TEST_COMMAND, "exit_status": done.returncode, "seconds": seconds,
+            "pytest": closing[-1] if closing else ""}
+
+
 def keep_before(doc: dict, name: str, figure: dict) -> None:
     """Put `figure` in `doc[name]`, the one it replaces first in `doc[name + "_before"]` (newest first): a
     change of speed stays on record with the commit that measured each figure."""
@@ -265,6 +288,10 @@ def run(args) -> int:
                       "spark": spark.version, "master": spark.sparkContext.master, "lab_commit": commit}
             keep_before(doc, "analysis", figure)
             console.print(doc["analysis"])
+        if getattr(args, "test_suite", False):
+            console.print(f"timing {TEST_COMMAND} on a fresh clone ...")
+            keep_before(doc, "test_suite", {**suite_wall_time(work), "taken_at": stamp, "lab_commit": commit})
+            console.print(doc["test_suite"])
         if args.analyse_run:
             spark = local_session(args.master)
             console.print(f"timing the metrics job on {args.analyse_run} ...")
