@@ -29,10 +29,12 @@ def test_the_timed_reproduction_runs_the_users_command_and_counts_trials_by_thei
         (tmp_path / "findings.csv").write_text("experiment,finding,claim,here,published\n"
                                                "herd,f1,x,True,True\nherd,f2,x,False,True\nherd,f3,x,True,\n"
                                                "herd,f4,x,True,False\nherd,f5,x,,True\n")
+        (tmp_path / "environment.json").write_text('{"zk_backend": "embedded"}')
         return SimpleNamespace(returncode=0)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     figure = harness.reproduce_wall_time(tmp_path, "standard", trials_per_machine=1)
+    assert figure["zk_backend"] == "embedded"
     assert seen == [[sys.executable, "-m", "experiments", "reproduce", "--profile", "standard",
                      "--trials-per-machine", "1", "--out", str(tmp_path)]]
     assert figure["command"] == "python -m experiments reproduce --profile standard --trials-per-machine 1"

@@ -212,11 +212,13 @@ def reproduce_wall_time(run_dir: Path, profile: str = TOUR, trials_per_machine: 
         # and how near the lab came to starving a host (`lab_cluster/host_health.py`): what limits K
         late_ms = max(late_ms, float(row.get("host_late_ms_max") or 0))
         starved += int(float(row.get("hosts_starved") or 0))
+    # and where its ZooKeepers ran (`auto` picks Docker where an engine answers, else the embedded JVMs)
+    env = json.loads((run_dir / "environment.json").read_text()) if (run_dir / "environment.json").exists() else {}
     # and whether it reproduced the published report: of the findings it checked (the tour checks some)
     stated = [o for o in published.load(run_dir) if o.published and o.here is not None]
     return {"command": " ".join(shown), "profile": profile, "trials_per_machine": trials_per_machine,
             "exit_status": status, "seconds": seconds, "trials": len(ok), "trials_ok": sum(ok.values()),
-            "host_late_ms_max": late_ms, "hosts_starved": starved,
+            "host_late_ms_max": late_ms, "hosts_starved": starved, "zk_backend": env.get("zk_backend"),
             "findings_checked": len(stated), "findings_reproduced": sum(o.reproduced for o in stated)}
 
 
