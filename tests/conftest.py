@@ -10,7 +10,7 @@
   a failure (CI installs both).
 - At the end of the session everything the lab started must be gone: any JVM,
   container, proxy or temp dir of this process left behind fails the run. The
-  default run has three processes (pytest-xdist, `-n 3` in `pyproject.toml`):
+  default run has two processes (pytest-xdist, `-n 2` in `pyproject.toml`):
   each worker checks its own and tells the controller, which fails the run.
 """
 

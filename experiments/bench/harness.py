@@ -251,7 +251,8 @@ def suite_wall_time(work: Path) -> dict:
     seconds = round(time.perf_counter() - t0, 1)
     closing = [line.strip("= ") for line in done.stdout.splitlines() if " passed" in line or " failed" in line]
     return {"command": TEST_COMMAND, "exit_status": done.returncode, "seconds": seconds,
-            "pytest": closing[-1] if closing else ""}
+            "pytest": closing[-1] if closing else "",
+            "failed": [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]}
 
 
 def keep_before(doc: dict, name: str, figure: dict) -> None:
