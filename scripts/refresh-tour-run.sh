@@ -28,7 +28,10 @@ fi
 rm -rf "$dest"
 mkdir -p "$dest/results"
 cp "$run/grid.json" "$run/environment.json" "$run/summary.csv" "$dest/"
-cp "$run/results/trials.parquet" "$dest/results/"
+# where each trial ran is that machine's path, not the repository's (the test sets its own), and the command's
+# --out is the same: neither is kept
+.venv/bin/python -c 'import sys, pandas as pd; t = pd.read_parquet(sys.argv[1]); t["trial_dir"] = t["trial"]; t.to_parquet(sys.argv[2], index=False)' "$run/results/trials.parquet" "$dest/results/trials.parquet"
+.venv/bin/python -c 'import json, re, sys; e = json.load(open(sys.argv[1])); e["command"] = re.sub(r" --out \S+", "", e["command"]); open(sys.argv[1], "w").write(json.dumps(e, indent=1, sort_keys=True) + "\n")' "$dest/environment.json"
 for trial in "$run"/trials/*/; do
   name=$(basename "$trial")
   mkdir -p "$dest/trials/$name"

@@ -327,7 +327,7 @@ def test_watch_broker_ids_always_or_only_when_empty(group, mode):
         assert "/brokers/ids" not in kinds  # 0.8.2.2's code armed that watch only when it found no broker
 
 
-# -- 0.8.2.2's behaviour, point by point (../shared/reference/audits/legacy_zk-vs-kafka-0.8.2.2.md) -----------
+# -- 0.8.2.2's behaviour, point by point (each checked against Kafka 0.8.2.2's source) -----------
 
 def _fields(event):
     return json.loads(event.get("fields") or "{}")

@@ -31,7 +31,7 @@ which kafka-python's classes and kio encode alike):
 
 Sources: kafka-python 3.0's `coordinator/base.py` and `consumer/fetcher.py`,
 librdkafka 2.x's `rdkafka_request.c` and `rdkafka_feature.c`
-(`../shared/reference/facts-next-designs.md` §A). JoinGroup starts at v4
+(read in those clients' own sources). JoinGroup starts at v4
 because the lab's coordinator always hands a new member its id with
 MEMBER_ID_REQUIRED first, as Kafka does for v4+ only (a v0-3 member would be
 added at once); both clients use v5.
