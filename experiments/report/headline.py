@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.catalogue import herd, split_brain
+from experiments.catalogue import herd, split_brain, zombie
 from experiments.engine.families import FAMILIES
 
 #: (column, what it says), in the order the table shows them
@@ -77,7 +77,7 @@ def _split_brain(ok: pd.DataFrame, design: str) -> dict:
 
 
 def _zombie(ok: pd.DataFrame, design: str) -> dict:
-    rows = ok[(ok.experiment == "zombie") & (ok.design == design)]
+    rows = ok[(ok.experiment == zombie.NAME) & (ok.design == design)]
     if rows.empty:
         return {}
     # accepted commits are counted per change window, fenced ones per trial (each change row repeats them)
