@@ -28,7 +28,8 @@ from typing import Any, Protocol
 class Family:
     name: str  # the `design` of traces, specs and summaries, e.g. "legacy"
     label: str  # how the report names it, e.g. "ZooKeeper era (legacy_zk)"
-    colour: str  # matplotlib colour of its lines and bars
+    colour: str  # matplotlib colour of its lines and bars, its own (a test checks no two designs share one)
+    marker: str  # matplotlib marker of its points, its own too: the report tells designs apart without colour
     #: what `python -m lab_cluster.consumer_host --family <package>` loads: a package exporting it as `FAMILY`
     #: (`modern_coord`), or `module:ATTRIBUTE` for a variant exported under another name
     #: (`modern_coord.variants:STATIC`)

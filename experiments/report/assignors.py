@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import assignors  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import findings_list, reproduce_line, table  # noqa: E402
+from experiments.report.parts import Section, findings_list, reproduce_line, table  # noqa: E402
 
 TOTALS = [("strategy", "strategy"), ("side", "who computes"), ("protocol", "protocol"), ("moved", "moved"),
           ("fewest", "fewest possible"), ("handed_over", "from a staying member"), ("revoked", "revoked"),
@@ -34,17 +34,18 @@ CODE = {"range": "`lab_cluster/assignment/range.py`", "roundrobin": "`lab_cluste
         "tubemq-master": "`tubemq_client/master/balancer.py`"}
 
 
-def assignors_section(summary: pd.DataFrame, run: StoredRun) -> str:
+NO_REAL_TRIAL = "No ok trial of the computed scenario's group."
+
+
+def assignors_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     computed = run.computed.get(assignors.NAME, {})
     changes = computed.get("changes")
     checked = findings_list(assignors.findings(summary, computed))
     if changes is None or changes.empty:
-        return f"""## Assignors: {assignors.QUESTION}
-
-This run stored no computed replay (`computed/assignors/changes.csv`): it was made before the experiment had
-one, or the file was removed. Nothing below the findings can be shown.
-
-{checked}"""
+        return Section("Assignors", assignors.QUESTION, checked, "",
+                       "This run stored no computed replay (`computed/assignors/changes.csv`): it was made before "
+                       "the experiment had one, or the file was removed. Nothing but the findings can be shown.",
+                       "", reproduce_line("assignors", run.env), "Nothing stored.")
     steps = changes[changes.step > 0]
     labels = list(dict.fromkeys(steps.change))
     start = changes[changes.step == 0]
@@ -70,9 +71,7 @@ one, or the file was removed. Nothing below the findings can be shown.
     totals = assignors.totals(changes)
     both = assignors.real_vs_computed(summary, changes)
     figure = _figure(changes, scenarios, run.figures / "assignors.png")
-    return f"""## Assignors: {assignors.QUESTION}
-
-**Set-up.**
+    appendix = f"""**Set-up.**
 
 {table(["", ""], setup)}
 
@@ -81,13 +80,6 @@ change did not own it before; a leaver's partitions must move):
 
 {table(["strategy", *[f"`{c}`" for c in labels], "total"], per_change)}
 
-**Over the sequence**, per scenario (spread: the most minus the fewest partitions a member holds after a change;
-revoked: partitions members stopped consuming; withheld: left out of a first round):
-
-{_totals_tables(totals, scenarios)}
-
-![partitions moved and spread per change, per strategy]({figure.relative_to(run.root).as_posix()})
-
 **The real group beside the replay** (`partitions_moved`, `partitions_spread` from the traces,
 `experiments/metrics.py`; the fewest for the real loads: from an even split before the change, less what the
 leaver held, `member_partitions`):
@@ -95,13 +87,12 @@ leaver held, `member_partitions`):
 {table(["assignor", "seed", "change", "moved (real)", "moved (computed)", "fewest for the real loads",
         "spread (real)", "spread (computed)"],
        both[["strategy", "seed", "computed_change", "partitions_moved", "moved", "real_fewest", "partitions_spread",
-             "spread"]].itertuples(index=False)) if not both.empty else "No ok trial of the computed scenario's group."}
+             "spread"]].itertuples(index=False)) if not both.empty else NO_REAL_TRIAL}"""
+    short = f"""**Over the sequence**, per scenario (spread: the most minus the fewest partitions a member holds after a
+change; revoked: partitions members stopped consuming; withheld: left out of a first round):
 
-**The findings, checked on these results** (`experiments/catalogue/assignors.py: findings`):
-
-{checked}
-
-**What to take from it.** Range ({CODE['range']}) and round-robin
+{_totals_tables(totals, scenarios)}"""
+    takeaway = f"""Range ({CODE['range']}) and round-robin
 ({CODE['roundrobin']}) are functions of the sorted member list alone: a
 member's range, or its turn in the deal, depends on how many members come
 before it, so a join or a departure at the front shifts nearly everyone's
@@ -137,9 +128,11 @@ consumer's name) sort as the replay's do; sticky walks the members in Java's
 `HashMap` order of those ids (`lab_cluster/java_hash.py`), which the random
 UUIDs decide, so which member holds one partition more, and so how many a
 departure frees, can differ from the replay's: it still moves the fewest its
-own group's loads allow.
-
-{reproduce_line('assignors', run.env)}"""
+own group's loads allow."""
+    return Section("Assignors", assignors.QUESTION, checked,
+                   f"![partitions moved and spread per change]({figure.relative_to(run.root).as_posix()})",
+                   short, takeaway, reproduce_line("assignors", run.env), appendix,
+                   "experiments/catalogue/assignors.py: findings")
 
 
 def _per_change(steps: pd.DataFrame, scenario: str, labels: list[str]) -> list[tuple]:

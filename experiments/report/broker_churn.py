@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import broker_churn  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
+from experiments.report.parts import STYLE, Section, findings_list, reproduce_line, table  # noqa: E402
 
 TRIAL_TABLE = [("design", "design"), ("case", "victim"), ("consumers", "N"),
                ("kill_generations", "rounds after the kill"), ("kill_rebalances", "rebalances begun (kill)"),
@@ -35,7 +35,7 @@ FIGURE = [("kill_rebalances", "rebalances begun after the kill"),
           ("unprocessed_partition_s", "unprocessed partition-s (both)")]
 
 
-def broker_churn_section(summary: pd.DataFrame, run: StoredRun) -> str:
+def broker_churn_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     env, figures, root = run.env, run.figures, run.root
     trials = _ordered(broker_churn.per_trial(summary[summary.status == "ok"]))
     setup = [("designs", ", ".join(d for d in STYLE if (summary.design == d).any())),
@@ -54,13 +54,12 @@ def broker_churn_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("configs", "each family's defaults; the ZooKeeper era's `watch_broker_ids` as the victim says")]
     figure = _figure(trials, figures / "broker-churn.png")
     rows = trials.assign(case=[f"{v} ({w})" if w else v for v, w in zip(trials.victim, trials.watch, strict=True)])
-    return f"""## Broker churn: {broker_churn.QUESTION}
-
-**Set-up.**
+    appendix = f"""**Set-up.**
 
 {table(["", ""], setup)}
 
-**Results per trial** ("rounds" are the rebalance rounds some consumer entered,
+"""
+    short = f"""**Results per trial** ("rounds" are the rebalance rounds some consumer entered,
 `metrics.py: rebalance_rounds`: generations in the coordinator era, membership
 views in the ZooKeeper era, which a broker change does not change; "rebalances
 begun" every consumer's rebalance attempts; "members revoking" the consumers that revoked
@@ -71,15 +70,8 @@ pause of more than a second, empty if one never was within the window;
 duplicates are the trial's; TubeMQ's windows are not required to converge, see
 the module's docstring):
 
-{table([label for _, label in TRIAL_TABLE], rows[[c for c, _ in TRIAL_TABLE]].itertuples(index=False))}
-
-![broker churn: rounds and recovery per design and victim]({figure.relative_to(root).as_posix()})
-
-**The finding, checked on these results** (`experiments/catalogue/broker_churn.py: findings`):
-
-{findings_list(broker_churn.findings(summary))}
-
-**What to take from it.** In the ZooKeeper era a broker is part of what every
+{table([label for _, label in TRIAL_TABLE], rows[[c for c, _ in TRIAL_TABLE]].itertuples(index=False))}"""
+    takeaway = """In the ZooKeeper era a broker is part of what every
 consumer watches: with `/brokers/ids` watched, the broker's session expiry and
 its return each fire every consumer's watch, and every consumer releases all
 it owns and rebalances (`legacy_zk/consumer.py`), although the group's
@@ -95,9 +87,11 @@ generation (`modern_coord/coordinator/coordinator.py: load_partition`); the
 members look the coordinator up again and heartbeat on. Either way the cost is
 the same: the dead broker's partitions wait for its session to expire and the
 controller to elect new leaders, and nothing else stops. RocketMQ and TubeMQ
-learn of new leaders on their own periods, and their recovery is that long.
-
-{reproduce_line('broker_churn', env)}"""
+learn of new leaders on their own periods, and their recovery is that long."""
+    return Section("Broker churn", broker_churn.QUESTION, findings_list(broker_churn.findings(summary)),
+                   f"![broker churn: rounds and recovery per design and victim]({figure.relative_to(root).as_posix()})",
+                   short, takeaway, reproduce_line('broker_churn', env), appendix,
+                   "experiments/catalogue/broker_churn.py: findings")
 
 
 def _ordered(trials: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 from experiments.catalogue import split_brain, zombie  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
 from experiments.report.figures import figure as timeline_figure  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
+from experiments.report.parts import STYLE, Section, findings_list, reproduce_line, table  # noqa: E402
 
 SPLIT_TABLE = [("design", "design"), ("follower_delay_ms", "follower delay ms"),
                ("broker_delay_ms", "broker delay ms"), ("consumers", "N"),
@@ -38,7 +38,7 @@ ZOMBIE_TRIAL_TABLE = [("variant", "fault"), ("design", "design"), ("duplicates",
                       ("offsets_moved_backwards", "offsets moved backwards")]
 
 
-def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
+def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     env, figures, root, timelines = run.env, run.figures, run.root, run.timelines
     overrides = run.overrides(split_brain.NAME)
     ok = summary[(summary.status == "ok") & (summary.change == "churn")]
@@ -81,9 +81,7 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> str:
         panels.append((trial.iloc[0], f"{STYLE[design][1]}, {lag.split('_')[0]} delay {int(largest)} ms: "
                                       f"{trial.iloc[0]}"))
     timeline = _timeline(timelines, panels, figures / "timeline-split_brain.png", root)
-    return f"""## Split brain: {split_brain.QUESTION}
-
-**Set-up.**
+    appendix = f"""**Set-up.**
 
 {table(["", ""], setup)}
 
@@ -98,15 +96,36 @@ views_in_effect`, `stale_views`):
 
 {tube_table}
 
-![split brain: views, conflicts and failures against the follower's delay]({figure.relative_to(root).as_posix()})
-
 {timeline}
 
-**The finding, checked on these results** (`experiments/catalogue/split_brain.py: findings`):
+**The other families in detail.** RocketMQ moved the membership from ZooKeeper into the brokers, and kept
+the split: every broker keeps its own table from the heartbeats that reach it
+(`rocketmq_client/broker/consumer_manager.py`), and a consumer allocates from
+the id list of one broker picked at random
+(`rocketmq_client/instance.py: find_consumer_id_list`). With one broker
+behind, a consumer woken by a prompt broker's push may read the late one's
+list, which still has the member that left or lacks the one that joined, and
+take the queues that list gives it while the others work from the new list
+(`rocketmq_client/rebalance.py`): two id lists in effect in one round, queues
+with two owners or none, until the late broker's own push makes everyone
+rebalance again. Nothing detects the disagreement; it ends because the next
+push or the 20 s timer comes.
 
-{findings_list(split_brain.findings(summary))}
-
-**What to take from it.** Nobody coordinates a ZooKeeper-era rebalance:
+TubeMQ's client balance has no membership to disagree about: a node's share
+is its `nodeId` modulo `sourceCount` and nothing else. What can split the
+group is configuration, and there the master stands guard
+(`tubemq_client/master/groups.py`, after TubeMQ's `ConsumeGroupInfo`): a
+node whose `nodeId` another node holds is refused (CLIENT_DUPLICATE_INDEXID),
+and so is one with another `sourceCount` (CLIENT_INCONSISTENT_SOURCECOUNT),
+so it never computes a share and never registers a partition (the broker
+would refuse a second holder anyway: PARTITION_OCCUPIED,
+`tubemq_client/broker/registrations.py`). The price of that safety is the
+herd section's: the group cannot change its size without every node
+restarting."""
+    return Section("Split brain", split_brain.QUESTION, findings_list(split_brain.findings(summary)),
+                   f"![split brain: views, conflicts and failures against the follower's delay]"
+                   f"({figure.relative_to(root).as_posix()})",
+                   _split_short(ok), """Nobody coordinates a ZooKeeper-era rebalance:
 each consumer reacts to its own watch, reads the membership from its own
 server (`legacy_zk/view.py: read_view`) and computes the range split
 alone (`legacy_zk/partition_assignor.py`), so during a burst of changes the assignments in
@@ -137,34 +156,28 @@ users were told to raise retries and back-off to outlast the lag. In the coordin
 depends on ZooKeeper: the coordinator holds the membership in memory, and only
 the leader computes, from the list it was given for that generation
 (`modern_coord/consumer.py: _assign_as_leader`), so each generation has exactly
-one view at any lag, and the churn costs the same.
+one view at any lag, and the churn costs the same.""", reproduce_line("split_brain", env), appendix,
+                   "experiments/catalogue/split_brain.py: findings")
 
-RocketMQ moved the membership from ZooKeeper into the brokers, and kept
-the split: every broker keeps its own table from the heartbeats that reach it
-(`rocketmq_client/broker/consumer_manager.py`), and a consumer allocates from
-the id list of one broker picked at random
-(`rocketmq_client/instance.py: find_consumer_id_list`). With one broker
-behind, a consumer woken by a prompt broker's push may read the late one's
-list, which still has the member that left or lacks the one that joined, and
-take the queues that list gives it while the others work from the new list
-(`rocketmq_client/rebalance.py`): two id lists in effect in one round, queues
-with two owners or none, until the late broker's own push makes everyone
-rebalance again. Nothing detects the disagreement; it ends because the next
-push or the 20 s timer comes.
 
-TubeMQ's client balance has no membership to disagree about: a node's share
-is its `nodeId` modulo `sourceCount` and nothing else. What can split the
-group is configuration, and there the master stands guard
-(`tubemq_client/master/groups.py`, after TubeMQ's `ConsumeGroupInfo`): a
-node whose `nodeId` another node holds is refused (CLIENT_DUPLICATE_INDEXID),
-and so is one with another `sourceCount` (CLIENT_INCONSISTENT_SOURCECOUNT),
-so it never computes a share and never registers a partition (the broker
-would refuse a second holder anyway: PARTITION_OCCUPIED,
-`tubemq_client/broker/registrations.py`). The price of that safety is the
-herd section's: the group cannot change its size without every node
-restarting.
+#: the body's short table: each design's churn at its largest lag
+SPLIT_SHORT = [("view_divergence", "views in a round"), ("owner_conflicts", "owner conflicts"),
+               ("rebalance_failures", "failed rebalances"), ("convergence_ms", "convergence ms"),
+               ("double_processed_partition_s", "double-processed partition-s")]
 
-{reproduce_line('split_brain', env)}"""
+
+def _split_short(ok: pd.DataFrame) -> str:
+    rows = []
+    for design in STYLE:
+        lag = split_brain.LAG_PARAM.get(design)
+        mine = ok[ok.design == design]
+        if lag is None or mine.empty:
+            continue
+        largest = mine[mine[lag] == mine[lag].max()]
+        rows.append((STYLE[design][1], f"{int(largest[lag].iloc[0])} ms ({lag.split('_')[0]})",
+                     *(largest[c].mean() for c, _ in SPLIT_SHORT)))
+    return ("The churn at each design's largest lag (every lag, and TubeMQ's misconfigured newcomers: the "
+            "appendix):\n\n" + table(["design", "lag", *(label for _, label in SPLIT_SHORT)], rows)) if rows else ""
 
 
 def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
@@ -184,7 +197,7 @@ def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def zombie_section(summary: pd.DataFrame, run: StoredRun) -> str:
+def zombie_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     env, figures, root, timelines = run.env, run.figures, run.root, run.timelines
     overrides = run.overrides(zombie.NAME)
     ok = summary[summary.status == "ok"].sort_values(["variant", "design", "change_index"])
@@ -213,9 +226,7 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> str:
             if len(trial):
                 panels.append((trial.iloc[0], f"{STYLE[design][1]}, {variant}: {trial.iloc[0]}"))
         parts.append(_timeline(timelines, panels, figures / f"timeline-zombie-{variant}.png", root))
-    return f"""## Zombie: {zombie.QUESTION}
-
-**Set-up.**
+    appendix = f"""**Set-up.**
 
 {table(["", ""], setup)}
 
@@ -233,51 +244,9 @@ whatever moment):
 
 {table([label for _, label in ZOMBIE_TABLE], per_change.itertuples(index=False))}
 
-**Results per trial:**
-
-{table([label for _, label in ZOMBIE_TRIAL_TABLE], per_trial.itertuples(index=False))}
-
-![zombie: double processing, duplicates, accepted and fenced commits]({figure.relative_to(root).as_posix()})
-
 {chr(10).join(parts)}
 
-**The finding, checked on these results** (`experiments/catalogue/zombie.py: findings`):
-
-{findings_list(zombie.findings(summary))}
-
-**What to take from it.** A ZooKeeper-era consumer learns that the group gave
-up on it only when it hears from ZooKeeper again; until then nothing stops its
-fetchers (`legacy_zk/consumer.py`, session handling: a lost connection changes
-nothing), so it processes partitions the group has given to someone else, and
-its offsets go to ZooKeeper as plain writes that nothing refuses
-(`legacy_zk/offsets.py: commit_offset`). When it hears again, its session has
-expired: 0.8's `handleNewSession` empties its registry, so its rejoin commits
-and releases nothing. What it does write depends on how it was gone. *Cut
-off* while running, it keeps processing for the whole cut, and the auto-commit
-it was making when the link went down waits in zkclient's `retryUntilConnected`
-and then writes the positions it took before the outage, on its new session,
-after the new owner's commits: the committed offset moves backwards (the next
-owner after a rebalance re-processes what was already done). *Paused*, it
-wakes, processes for the fraction of a second its first contact with ZooKeeper
-takes, and its fixed-rate auto-commit runs the ticks it missed at once, with
-the positions it had at the pause (`legacy_zk/consumer.py: _auto_commit_loop`):
-a zombie commit only if it had processed anything since its last commit
-before the pause, and then one behind what the new owner committed meanwhile,
-so the committed offset moves backwards here too; a pause that falls just
-after a tick leaves nothing to commit, and the pause variant shows none. The
-finding claims what the faithful model guarantees: the zombie processes
-what another owns, and nothing refuses its commits. In the
-coordinator era every OffsetCommit carries the member id and generation, and
-the coordinator refuses a stale one with ILLEGAL_GENERATION or
-UNKNOWN_MEMBER_ID (`modern_coord/coordinator/`), so the zombie's commits are
-fenced and the committed offsets only move forward; the zombie then rejoins as
-a new member. What fencing does not stop is the zombie *fetching*: a consumer
-cut off from its coordinator keeps processing until its next request to the
-coordinator fails, so duplicates remain in both eras (at-least-once); Kafka's
-answer to those is idempotent processing and transactions, not the group
-protocol.
-
-RocketMQ fences nothing. Its broker forgets a silent consumer only when the
+**The other families in detail.** RocketMQ fences nothing. Its broker forgets a silent consumer only when the
 scan finds no heartbeat from it for 120 s, and that road of change tells
 nobody (`rocketmq_client/broker/consumer_manager.py: scan_not_active_channel`),
 so the survivors take the zombie's queues at their next periodic rebalance
@@ -308,9 +277,44 @@ or healed, is refused what it then sends (a confirm is UNAUTHORIZED:
 again at its next balance round, from the offset the broker kept. No
 partition is processed by two consumers at once and no commit of a
 non-holder is accepted; the rolled-back batch is processed again
-("duplicates"), and the share idles for as long as its node is away.
-
-{reproduce_line('zombie', env)}"""
+("duplicates"), and the share idles for as long as its node is away."""
+    short = ("Per trial, the zombie's changes summed (every change window: the appendix):\n\n"
+             + table([label for _, label in ZOMBIE_TRIAL_TABLE], per_trial.itertuples(index=False)))
+    return Section("Zombie", zombie.QUESTION, findings_list(zombie.findings(summary)),
+                   f"![zombie: double processing, duplicates, accepted and fenced commits]"
+                   f"({figure.relative_to(root).as_posix()})",
+                   short, """A ZooKeeper-era consumer learns that the group gave
+up on it only when it hears from ZooKeeper again; until then nothing stops its
+fetchers (`legacy_zk/consumer.py`, session handling: a lost connection changes
+nothing), so it processes partitions the group has given to someone else, and
+its offsets go to ZooKeeper as plain writes that nothing refuses
+(`legacy_zk/offsets.py: commit_offset`). When it hears again, its session has
+expired: 0.8's `handleNewSession` empties its registry, so its rejoin commits
+and releases nothing. What it does write depends on how it was gone. *Cut
+off* while running, it keeps processing for the whole cut, and the auto-commit
+it was making when the link went down waits in zkclient's `retryUntilConnected`
+and then writes the positions it took before the outage, on its new session,
+after the new owner's commits: the committed offset moves backwards (the next
+owner after a rebalance re-processes what was already done). *Paused*, it
+wakes, processes for the fraction of a second its first contact with ZooKeeper
+takes, and its fixed-rate auto-commit runs the ticks it missed at once, with
+the positions it had at the pause (`legacy_zk/consumer.py: _auto_commit_loop`):
+a zombie commit only if it had processed anything since its last commit
+before the pause, and then one behind what the new owner committed meanwhile,
+so the committed offset moves backwards here too; a pause that falls just
+after a tick leaves nothing to commit, and the pause variant shows none. The
+finding claims what the faithful model guarantees: the zombie processes
+what another owns, and nothing refuses its commits. In the
+coordinator era every OffsetCommit carries the member id and generation, and
+the coordinator refuses a stale one with ILLEGAL_GENERATION or
+UNKNOWN_MEMBER_ID (`modern_coord/coordinator/`), so the zombie's commits are
+fenced and the committed offsets only move forward; the zombie then rejoins as
+a new member. What fencing does not stop is the zombie *fetching*: a consumer
+cut off from its coordinator keeps processing until its next request to the
+coordinator fails, so duplicates remain in both eras (at-least-once); Kafka's
+answer to those is idempotent processing and transactions, not the group
+protocol.""", reproduce_line("zombie", env), appendix,
+                   "experiments/catalogue/zombie.py: findings")
 
 
 def _zombie_figure(ok: pd.DataFrame, path: Path) -> Path:

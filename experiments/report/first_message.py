@@ -15,13 +15,13 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import first_message  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
+from experiments.report.parts import STYLE, Section, findings_list, reproduce_line, table  # noqa: E402
 
 TABLE = [("design", "design"), ("consumers", "N"), ("trials", "trials"), ("median_ms", "median ms"),
          ("min_ms", "min ms"), ("max_ms", "max ms")]
 
 
-def first_message_section(summary: pd.DataFrame, run: StoredRun) -> str:
+def first_message_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     env, figures, root = run.env, run.figures, run.root
     ok = summary[(summary.status == "ok") & (summary.change == "join")]
     setup = [("designs", ", ".join(sorted(summary.design.unique()))),
@@ -38,23 +38,15 @@ def first_message_section(summary: pd.DataFrame, run: StoredRun) -> str:
              ("configs", "each family's defaults (see the herd section), from the start of the log")]
     rows = first_message.per_design(summary)[[c for c, _ in TABLE]]
     figure = _figure(ok, figures / "first_message.png")
-    return f"""## First message: {first_message.QUESTION}
-
-**Set-up.**
+    appendix = f"""**Set-up.**
 
 {table(["", ""], setup)}
 
-**Results** (per design and N, over the seeds):
+"""
+    short = f"""**Results** (per design and N, over the seeds):
 
-{table([label for _, label in TABLE], rows.itertuples(index=False))}
-
-![first message: a newcomer's wait per design]({figure.relative_to(root).as_posix()})
-
-**The finding, checked on these results** (`experiments/catalogue/first_message.py: findings`):
-
-{findings_list(first_message.findings(summary))}
-
-**What to take from it.** A newcomer's first message waits for the
+{table([label for _, label in TABLE], rows.itertuples(index=False))}"""
+    takeaway = """A newcomer's first message waits for the
 rebalance its arrival starts, and each design starts it differently. In the
 coordinator era the coordinator cannot answer the newcomer's JoinGroup until
 every member has rejoined, and members learn of the rebalance only from the
@@ -83,9 +75,11 @@ start, so anywhere from 0 to 30 s), then for three heartbeats of 13 s, one
 per step of the hand-over (`tubemq_client/master/balancer.py`): the holders
 are told to let go, report that they have, and only then is the newcomer told
 to take. Nobody ever holds a partition twice, and the newcomer's wait is tens
-of seconds: the price client balance was built to remove.
-
-{reproduce_line('first_message', env)}"""
+of seconds: the price client balance was built to remove."""
+    return Section("First message", first_message.QUESTION, findings_list(first_message.findings(summary)),
+                   f"![first message: a newcomer's wait per design]({figure.relative_to(root).as_posix()})",
+                   short, takeaway, reproduce_line('first_message', env), appendix,
+                   "experiments/catalogue/first_message.py: findings")
 
 
 def _figure(ok: pd.DataFrame, path: Path) -> Path:

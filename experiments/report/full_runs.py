@@ -61,6 +61,16 @@ def sections(full_dir: Path, report_dir: Path, out_root: Path) -> dict[str, str]
     return out
 
 
+def summary_of(full_dir: Path, name: str) -> pd.DataFrame | None:
+    """The summary of experiment `name`'s full-profile run stored in `full_dir`, or None where there is none."""
+    from experiments.report.render import load
+
+    if not (full_dir / name / "summary.csv").exists():
+        return None
+    summary = load(full_dir / name)[0]
+    return summary[summary.experiment == name]
+
+
 def copy_runs(full_dir: Path, report_dir: Path) -> None:
     """Make `report_dir/full` a copy of `full_dir` (or remove it, when there is none)."""
     target = report_dir / FULL

@@ -7,6 +7,9 @@ closing table and a report show the same numbers for the same run:
   ZooKeeper requests and notifications the change cost, control messages (every
   request to ZooKeeper or a broker's coordinator), and how many members stopped
   (revoked what they held);
+- the same join's partitions revoked (what the stopped members gave up) and
+  its time to a stable group (`convergence_ms`; none where the join was
+  refused or a rebalance failed: the group never got there);
 - split brain, at the largest lag the run has: owner conflicts and failed
   rebalance attempts of the churn;
 - the zombie, summed over its trials (pause, cut): the zombie's commits the
@@ -31,6 +34,8 @@ COLUMNS = (
     ("notifications", "herd: notifications for one join at N"),
     ("control_messages", "herd: control messages (to ZooKeeper or a coordinator) for one join at N"),
     ("members_stopped", "herd: members that stopped (revoked) for one join at N"),
+    ("partitions_revoked", "herd: partitions revoked for one join at N"),
+    ("stable_s", "herd: seconds to a stable group after one join at N"),
     ("split_brain_trouble", "split brain at the largest lag: owner conflicts + failed attempts"),
     ("zombie_accepted", "zombie: its commits accepted (pause and cut)"),
     ("zombie_fenced", "zombie: its commits fenced (pause and cut)"),
@@ -44,6 +49,7 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     ...     "status": "ok", "change": ["join", "join", "heal"], "consumers": [2, 8, 2], "trial": ["h2", "h8", "z"],
     ...     "zk_requests_per_change": [40.0, 300.0, 0], "notifications_per_change": [3.0, 9.0, 0],
     ...     "control_messages_per_change": [40.0, 300.0, 0], "members_revoking": [2.0, 8.0, 0],
+    ...     "partitions_revoked": [4.0, 8.0, 0], "convergence_ms": [900.0, 2000.0, 0], "rebalance_failures": 0,
     ...     "zombie_commits_accepted": [0, 0, 3.0], "commits_fenced": [0, 0, 0.0]})
     >>> headline(s)[["design", "herd_n", "zk_requests", "zombie_accepted", "split_brain_trouble"]].to_dict("records")
     [{'design': 'legacy', 'herd_n': 8.0, 'zk_requests': 300.0, 'zombie_accepted': 3.0, 'split_brain_trouble': nan}]
@@ -64,7 +70,9 @@ def _herd(ok: pd.DataFrame, design: str) -> dict:
             "zk_requests": largest.zk_requests_per_change.mean(),
             "notifications": largest.notifications_per_change.mean(),
             "control_messages": largest.control_messages_per_change.mean(),
-            "members_stopped": largest.members_revoking.mean()}
+            "members_stopped": largest.members_revoking.mean(),
+            "partitions_revoked": largest.partitions_revoked.mean(),
+            "stable_s": largest.convergence_ms.mean() / 1000 if (largest.rebalance_failures == 0).all() else None}
 
 
 def _split_brain(ok: pd.DataFrame, design: str) -> dict:

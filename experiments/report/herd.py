@@ -15,7 +15,8 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import herd  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
-from experiments.report.parts import STYLE, cell, findings_list, reproduce_line, table  # noqa: E402
+from experiments.report import plotting  # noqa: E402
+from experiments.report.parts import STYLE, Section, cell, findings_list, reproduce_line, table  # noqa: E402
 
 HERD_TABLE = [("consumers", "N"), ("notifications_per_change", "notifications"),
               ("zk_requests_per_change", "ZK requests"), ("membership_reads_per_change", "of them registration reads"),
@@ -32,66 +33,42 @@ OVERHEAD_TABLE = [("consumers", "N"), ("status", "trial"), ("hosts", "host proce
                   ("host_late_ms_max", "threads late, ms (max)"), ("host_cpu_share_max", "host CPU share (max)"),
                   ("host_cpu_s", "hosts' CPU s"), ("zk_ping_late_ms_max", "ZK pings late, ms (max)"),
                   ("zk_ping_rtt_ms_max", "ZK ping answer, ms (max)"), ("wall_s", "trial wall s")]
-HERD_FIGURES = [("notifications_per_change", "notifications to consumers (ZooKeeper watches, broker pushes)", "symlog"),
+HERD_FIGURES = [("notifications_per_change", "notifications (ZooKeeper watches, broker pushes)", "symlog"),
                 ("zk_requests_per_change", "ZooKeeper requests by consumers", "symlog"),
-                ("control_messages_per_change", "control messages (notifications + ZK and group requests)", "log"),
+                ("control_messages_per_change", "control messages (all of them)", "log"),
                 ("convergence_ms", "convergence (ms)", "log")]
 
 
-def herd_section(summary: pd.DataFrame, run: StoredRun) -> str:
+#: the body's short table: one join at the largest N, per design (`at_largest_table`)
+SHORT_TABLE = [("notifications_per_change", "notifications"), ("zk_requests_per_change", "ZooKeeper requests"),
+               ("control_messages_per_change", "control messages"), ("members_revoking", "members that stopped"),
+               ("convergence_ms", "convergence ms")]
+
+
+def herd_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     configs, env, figures, root = run.configs, run.env, run.figures, run.root
     figure = _herd_figure(summary[summary.status == "ok"], figures / "herd.png")
-    config_rows = [(design, key, value) for design, config in sorted(configs.items())
-                   for key, value in sorted(config.items())]
-    return f"""## Herd: {herd.QUESTION}
-
-**Set-up.**
+    appendix = f"""**Set-up.**
 
 {table(["", ""], setup_rows(summary, run))}
 
 Consumer configuration as the consumers recorded it (the lab's departures from
 the defaults: `auto.offset.reset` from the start of the log, so that every
-produced message is one a consumer must process):
+produced message is one a consumer must process; addresses and ids, which
+differ in every trial, left out):
 
 <details><summary>consumer configs</summary>
 
-{table(["design", "key", "value"], config_rows)}
+{table(["design", "key", "value"], config_rows(configs, summary.design.unique()))}
 
 </details>
 
-**Results** (one row per N; metrics per change, DESIGN.md §4):
+**Results** (one row per N; metrics per change, `docs/metrics.md`):
 
 {results_tables(summary)}
-![herd: cost of one change against N]({figure.relative_to(root).as_posix()})
-
 {overhead_part(summary, env)}
 
-**The finding, checked on these results** (`experiments/catalogue/herd.py: findings`):
-
-{findings_list(herd.findings(summary))}
-
-**What to take from it.** In the ZooKeeper era nobody coordinates: every
-consumer keeps its own watch on `/consumers/<group>/ids`
-(`legacy_zk/watches.py`, zkclient's listeners), so one change notifies all N
-of them; each re-arms its watch at once (two reads), then runs the whole
-rebalance by itself (`legacy_zk/consumer.py: _synced_rebalance`): it reads the
-brokers twice, its own registration twice, the partitions and every member's
-registration (`legacy_zk/view.py`: Kafka 0.8.2.2's reads, in its order
-and number; N reads each, N² in all), releases and re-claims its owner znodes,
-and collides with the others while they do the same
-(`legacy_zk/ownership.py`: one owner conflict per refused partition, back-off
-`rebalance.backoff.ms`). The cost of one change is paid N times over, and the
-part that reads the membership grows with N². In the coordinator era the
-consumers never talk to ZooKeeper: the coordinator learns of the change
-(`modern_coord/coordinator/coordinator.py`), tells the members through the
-answer to their next Heartbeat (REBALANCE_IN_PROGRESS), and each member sends
-a fixed handful of requests (OffsetCommit, JoinGroup, SyncGroup); the leader
-alone computes the assignment (`modern_coord/consumer.py: _assign_as_leader`).
-The price is latency, not load: members learn of a change only at their next
-heartbeat (`heartbeat.interval.ms`), which is why coordinator-era convergence
-is not always faster at small N.
-
-RocketMQ took ZooKeeper away but kept "every consumer is its own brain": the
+**The other families in detail.** RocketMQ took ZooKeeper away but kept "every consumer is its own brain": the
 brokers stand where the ids node stood. Every broker keeps its own consumer
 table from the heartbeats that reach it
 (`rocketmq_client/broker/consumer_manager.py`) and, on a change, pushes
@@ -122,9 +99,55 @@ restarts every node with a new `sourceCount`. The group requests in its rows
 are its periodic heartbeats and metadata checks during the watch, not a
 reaction to the change. The hash split is also uneven (one key's hash
 decides, not a count): as N nears P some nodes get several partitions and
-others none, so a departing node may hold nothing ("the leaver held").
+others none, so a departing node may hold nothing ("the leaver held")."""
+    takeaway = """In the ZooKeeper era nobody coordinates: every
+consumer keeps its own watch on `/consumers/<group>/ids`
+(`legacy_zk/watches.py`, zkclient's listeners), so one change notifies all N
+of them; each re-arms its watch at once (two reads), then runs the whole
+rebalance by itself (`legacy_zk/consumer.py: _synced_rebalance`): it reads the
+brokers twice, its own registration twice, the partitions and every member's
+registration (`legacy_zk/view.py`: Kafka 0.8.2.2's reads, in its order
+and number; N reads each, N² in all), releases and re-claims its owner znodes,
+and collides with the others while they do the same
+(`legacy_zk/ownership.py`: one owner conflict per refused partition, back-off
+`rebalance.backoff.ms`). The cost of one change is paid N times over, and the
+part that reads the membership grows with N². In the coordinator era the
+consumers never talk to ZooKeeper: the coordinator learns of the change
+(`modern_coord/coordinator/coordinator.py`), tells the members through the
+answer to their next Heartbeat (REBALANCE_IN_PROGRESS), and each member sends
+a fixed handful of requests (OffsetCommit, JoinGroup, SyncGroup); the leader
+alone computes the assignment (`modern_coord/consumer.py: _assign_as_leader`).
+The price is latency, not load: members learn of a change only at their next
+heartbeat (`heartbeat.interval.ms`), which is why coordinator-era convergence
+is not always faster at small N."""
+    return Section("Herd", herd.QUESTION, findings_list(herd.findings(summary)),
+                   f"![herd: cost of one change against N]({figure.relative_to(root).as_posix()})",
+                   at_largest_table(summary), takeaway, reproduce_line("herd", env), appendix,
+                   "experiments/catalogue/herd.py: findings")
 
-{reproduce_line('herd', env)}"""
+
+#: config keys whose values differ in every trial (addresses, generated ids): the report leaves them out
+EPHEMERAL_KEYS = ("bootstrap.servers", "bootstrap_servers", "masterHostAndPort", "namesrvAddr", "zookeeper.connect",
+                  "consumer.id", "clientIP", "lab.brokers.via", "lab.coordinator.via")
+
+
+def config_rows(configs: dict, designs) -> list[tuple]:
+    """(design, key, value) of the consumer configs the run recorded, for `designs` only, without the keys
+    whose values are a trial's own (`EPHEMERAL_KEYS`: addresses, generated ids)."""
+    return [(design, key, value) for design, config in sorted(configs.items()) if design in set(designs)
+            for key, value in sorted(config.items()) if key not in EPHEMERAL_KEYS]
+
+
+def at_largest_table(summary: pd.DataFrame) -> str:
+    """One join at the largest N the run has, one row per design (`SHORT_TABLE`), with its caption."""
+    joins = summary[(summary.status == "ok") & (summary.change == "join")]
+    if joins.empty:
+        return ""
+    n = int(joins.consumers.max())
+    rows = [(STYLE[d][1], *(joins[(joins.design == d) & (joins.consumers == n)][c].mean() for c, _ in SHORT_TABLE))
+            for d in STYLE if ((joins.design == d) & (joins.consumers == n)).any()]
+    return (f"One join to a group of N = {n}, per design (a row per N and per change: the appendix):\n\n"
+            + table(["design", *(label for _, label in SHORT_TABLE)], rows))
 
 
 def setup_rows(summary: pd.DataFrame, run: StoredRun) -> list[tuple[str, str]]:
@@ -182,25 +205,39 @@ def _overhead_rows(summary: pd.DataFrame) -> list[tuple]:
 
 
 def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), constrained_layout=True)
+    """Four costs of one change against N, a line per design and change (solid: join, dashed: leave, dotted:
+    depart), each design in its own colour and marker; the growth the findings claim drawn as fitted guides."""
+    fig, axes = plt.subplots(2, 2, figsize=(13, 10), layout="constrained")
     for ax, (metric, title, scale) in zip(axes.flat, HERD_FIGURES, strict=True):
-        for design, (color, label) in STYLE.items():
-            for change, style in (("join", "-o"), ("leave", "--s"), ("depart", ":^")):
+        zeros = []
+        for design, (_, label) in STYLE.items():
+            for change, linestyle in (("join", "-"), ("leave", "--"), ("depart", ":")):
                 s = herd.per_n(ok, design, change, metric)
-                if not s.empty:
-                    ax.plot(s.index, s.values, style, color=color, label=f"{label}, {change}")
+                if s.empty:
+                    continue
+                name = f"{label}, {change}"
+                if scale == "symlog":  # counts, zeros included: a linear stretch around 0
+                    ax.plot(s.index, s.values, linestyle=linestyle, **(plotting.look(design) | {"label": name}))
+                elif where := plotting.log_series(ax, s, design, linestyle, name):
+                    zeros.append(f"{STYLE[design][1]}, {change}: {where}")
+        if metric == "zk_requests_per_change":
+            reads = herd.per_n(ok, "legacy", "join", "membership_reads_per_change")
+            plotting.guide(ax, reads.index, reads.values, 2, "guide ∝ N² (the ZooKeeper era's registration reads)")
+        if metric == "control_messages_per_change":
+            classic = herd.per_n(ok, "modern", "join", metric)
+            plotting.guide(ax, classic.index, classic.values, 1, "guide ∝ N (the classic coordinator's)")
         ax.set_xscale("log", base=2)
         if scale == "symlog":
             ax.set_yscale("symlog", linthresh=1)
             ax.set_ylim(bottom=0)  # counts: nothing below zero to show
         else:
             ax.set_yscale("log")
+        plotting.note_zeros(ax, zeros)
         ax.set_title(title)
         ax.set_xlabel("group size N")
         ax.grid(True, which="both", alpha=0.3)
-    axes.flat[0].legend(fontsize=8)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    plotting.legend_outside(fig, axes.flat, ncol=3, loc="outside lower center")
+    plotting.save(fig, path)
     return path
 
 
@@ -243,7 +280,7 @@ slope over every N: 1 is linear, 2 quadratic):
 
 {table(["design", "change", "N", *(f"{label}, slope" for _, label in GROWTH)], _growth_rows(ok))}
 
-**Results** (one row per N; metrics per change, DESIGN.md §4):
+**Results** (one row per N; metrics per change, `docs/metrics.md`):
 
 {results_tables(summary)}
 ![herd at full size: cost of one change against N]({figure.relative_to(run.root).as_posix()})

@@ -5,6 +5,8 @@ No matplotlib here, so the CLI's results table can format numbers without it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from experiments.engine import profiles
@@ -44,3 +46,60 @@ def reproduce_line(experiment: str, env: dict) -> str:
     profile = profiles.of_run(env)
     return (f"**Reproduce:** `python -m experiments run {experiment} --profile {profile}` "
             f"(or `reproduce --profile {profile}`).")
+
+
+def anchor(heading: str) -> str:
+    """The link target GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens.
+
+    >>> anchor("Herd: set-up and every result")
+    '#herd-set-up-and-every-result'
+    """
+    kept = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
+    return "#" + kept.replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One experiment's part of the report: a body that answers its question, and an appendix that backs it.
+
+    The body is what a reader reads in order (question, findings, figure, a short table, what to take
+    from it, the command that reproduces it); the appendix holds what a reader checks: the set-up, the
+    consumer configs, every result table, the timelines, the lab's overhead and the other families in detail.
+    """
+
+    title: str  # the experiment's name as the report says it, e.g. "Herd"
+    question: str
+    findings: str  # the checked findings, a Markdown list (`findings_list`)
+    figure: str  # the body's figure, a Markdown image
+    table: str  # the body's short table, with its caption
+    takeaway: str  # what to take from it: the answer, with the code that makes it so
+    reproduce: str  # `reproduce_line`
+    appendix: str  # everything else, under the appendix's heading
+    checked_in: str = ""  # where the findings are checked, e.g. "experiments/catalogue/herd.py: findings"
+
+    @property
+    def appendix_heading(self) -> str:
+        return f"{self.title}: set-up and every result"
+
+    def body(self) -> str:
+        return f"""## {self.title}
+
+**The question.** {self.question}
+
+**What the run showed** (checked on its results{f' by `{self.checked_in}`' if self.checked_in else ''}):
+
+{self.findings}
+
+{self.figure}
+
+{self.table}
+
+**What to take from it.** {self.takeaway}
+
+The set-up, the consumers' configs, every result and the other designs in detail:
+[appendix]({anchor(self.appendix_heading)}).
+
+{self.reproduce}"""
+
+    def appendix_section(self) -> str:
+        return f"## {self.appendix_heading}\n\n{self.appendix}"

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from experiments.catalogue import storm  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
 from experiments.report.figures import draw  # noqa: E402
-from experiments.report.parts import STYLE, findings_list, reproduce_line, table  # noqa: E402
+from experiments.report.parts import STYLE, Section, findings_list, reproduce_line, table  # noqa: E402
 
 TRIAL_TABLE = [("design", "design"), ("consumers", "N"), ("restarts", "restarts"),
                ("generations", "rebalance rounds"), ("members_revoking", "members revoking (sum)"),
@@ -40,7 +40,7 @@ FIGURE = [("generations", "rebalance rounds"), ("members_revoking", "other membe
 SHOWN_RESTART = 2
 
 
-def storm_section(summary: pd.DataFrame, run: StoredRun) -> str:
+def storm_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     env, figures, root = run.env, run.figures, run.root
     ok = summary[summary.status == "ok"]
     setup = [("designs", ", ".join(d for d in STYLE if (summary.design == d).any())),
@@ -64,49 +64,21 @@ def storm_section(summary: pd.DataFrame, run: StoredRun) -> str:
     restarts = restarts.assign(order=restarts.design.map(list(STYLE).index)).sort_values(["order", "change_index"])
     figure = _figure(restarts, figures / "storm.png")
     timeline = _timelines(run, ok, figures / "timeline-storm.png", root)
-    return f"""## Storm: {storm.QUESTION}
-
-**Set-up.**
+    appendix = f"""**Set-up.**
 
 {table(["", ""], setup)}
-
-**Results per design** (the N restarts' windows summed; "rebalance rounds" are
-the coordinator era's new generations, the ZooKeeper era's and RocketMQ's new
-membership views, TubeMQ's master's rebalance ids, `metrics.py:
-rebalance_rounds`; "members revoking" counts, per restart, the members other
-than the restarted one that revoked any partition; "stable after last restart"
-is the last window's convergence, from the stop, its down time included;
-duplicates are the trial's):
-
-{table([label for _, label in TRIAL_TABLE], trials[[c for c, _ in TRIAL_TABLE]].itertuples(index=False))}
 
 **Results per restart:**
 
 {table([label for _, label in RESTART_TABLE], restarts[[c for c, _ in RESTART_TABLE]].itertuples(index=False))}
 
-![storm: what one restart costs, per design]({figure.relative_to(root).as_posix()})
+
+
+
 
 {timeline}
 
-**The finding, checked on these results** (`experiments/catalogue/storm.py: findings`):
-
-{findings_list(storm.findings(summary))}
-
-**What to take from it.** A deploy restarts every instance, so whatever one
-restart costs, the group pays N times. In the ZooKeeper era a restart is two
-membership changes, and each is a group-wide stop: the stopping consumer's
-session closes, its registration goes, every member's watch on the ids node
-fires and every member releases all it owns before it reads the new
-membership and claims its share again (`legacy_zk/consumer.py: _rebalance`,
-0.8's `releasePartitionOwnership`); the start does it once more. The
-coordinator era's eager protocol stops everyone too: the stopping member's
-LeaveGroup and the new one's JoinGroup each make the coordinator begin a
-rebalance, and every member revokes all it owns before it rejoins
-(`modern_coord/consumer.py: _rebalance`, Java's `onJoinPrepare`); one
-rebalance or two per restart, depending on whether the JoinGroup arrives
-before the members have rejoined the first.
-
-Static membership (KIP-345) removes the restart from the group's view: a
+**In detail.** Static membership (KIP-345) removes the restart from the group's view: a
 static member's close sends no LeaveGroup, and when it comes back under the
 same `group.instance.id` within `session.timeout.ms`, the coordinator gives the
 new member id the old one's place and answers with the current generation and
@@ -147,9 +119,33 @@ balance has no membership at all: the restarted node's share waits for it and
 nobody else does anything (`tubemq_client/consumer.py`); its server balance
 waits for the master's next tick, which moves the restarted consumer's
 partitions away and back, one heartbeat per step
-(`tubemq_client/master/balancer.py`).
+(`tubemq_client/master/balancer.py`)."""
+    short = f"""**Results per design** (the N restarts' windows summed; "rebalance rounds" are
+the coordinator era's new generations, the ZooKeeper era's and RocketMQ's new
+membership views, TubeMQ's master's rebalance ids, `metrics.py:
+rebalance_rounds`; "members revoking" counts, per restart, the members other
+than the restarted one that revoked any partition; "stable after last restart"
+is the last window's convergence, from the stop, its down time included;
+duplicates are the trial's):
 
-{reproduce_line('storm', env)}"""
+{table([label for _, label in TRIAL_TABLE], trials[[c for c, _ in TRIAL_TABLE]].itertuples(index=False))}"""
+    takeaway = """A deploy restarts every instance, so whatever one
+restart costs, the group pays N times. In the ZooKeeper era a restart is two
+membership changes, and each is a group-wide stop: the stopping consumer's
+session closes, its registration goes, every member's watch on the ids node
+fires and every member releases all it owns before it reads the new
+membership and claims its share again (`legacy_zk/consumer.py: _rebalance`,
+0.8's `releasePartitionOwnership`); the start does it once more. The
+coordinator era's eager protocol stops everyone too: the stopping member's
+LeaveGroup and the new one's JoinGroup each make the coordinator begin a
+rebalance, and every member revokes all it owns before it rejoins
+(`modern_coord/consumer.py: _rebalance`, Java's `onJoinPrepare`); one
+rebalance or two per restart, depending on whether the JoinGroup arrives
+before the members have rejoined the first."""
+    return Section("Storm", storm.QUESTION, findings_list(storm.findings(summary)),
+                   f"![storm: what one restart costs, per design]({figure.relative_to(root).as_posix()})",
+                   short, takeaway, reproduce_line('storm', env), appendix,
+                   "experiments/catalogue/storm.py: findings")
 
 
 def _figure(restarts: pd.DataFrame, path: Path) -> Path:

@@ -1,0 +1,155 @@
+"""The report's first screen: the question, the headline table, the herd across every design, what to take from it.
+
+Everything here is read from the run's summary (and the herd's full-profile run, when one is published beside
+it): the table is `headline.py`'s, the figure the herd's control messages per join against N, and each
+sentence of "what to take from it" is written only where the run has the trials it speaks of, with the
+section that proves it. A tour's report gets a shorter first screen, never a sentence about a design it did
+not run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.catalogue import herd, split_brain, storm
+from experiments.report import plotting
+from experiments.report.headline import headline
+from experiments.report.parts import STYLE, anchor, cell, table
+
+QUESTION = ("Kafka 0.8's consumers managed their group through ZooKeeper: every consumer watched the membership "
+            "and rebalanced by itself. This report measures, on one workload and a real ZooKeeper, what that cost "
+            "and what each later design (Kafka's group coordinator and its protocols, RocketMQ's and TubeMQ's "
+            "client-side balance, real Kafka clients) pays instead.")
+
+#: the headline table's columns: (headline.py's column, the header the report gives it)
+COLUMNS = (("zk_requests", "ZooKeeper requests"), ("notifications", "notifications"),
+           ("members_stopped", "members that stop"), ("partitions_revoked", "partitions revoked"),
+           ("stable_s", "s to a stable group"), ("split_brain_trouble", "split brain: conflicts + failed rebalances"),
+           ("zombie_accepted", "zombie commits accepted"))
+
+
+def front(summary: pd.DataFrame, figures: Path, root: Path, full_herd: pd.DataFrame | None = None) -> str:
+    """The first screen of the report of `summary`'s run; `full_herd`: the herd's full-profile summary, if any."""
+    rows = headline(summary)
+    ns = sorted(rows.herd_n.dropna().unique())
+    n_note = f"N = {int(ns[0])}" if len(ns) == 1 else "N = the largest each design ran (column N)"
+    header = ["design", *([] if len(ns) == 1 else ["N"]), *(label for _, label in COLUMNS)]
+    body = [(STYLE[r.design][1], *([] if len(ns) == 1 else [r.herd_n]), *(getattr(r, c) for c, _ in COLUMNS))
+            for r in rows.itertuples()]
+    drawn = full_herd if full_herd is not None and not full_herd.empty else summary
+    figure = headline_figure(drawn, figures / "headline.png")
+    lines = [f"# Why consumer-group management moved out of ZooKeeper\n\n{QUESTION}",
+             f"**The answer in one table.** One join to a group of {n_note} ([Herd](#herd)); a burst of joins and "
+             f"a leave under the largest lag ([Split brain](#split-brain)); a consumer paused and one cut off "
+             f"([Zombie](#zombie)). \"–\": the design did not run there; \"s to a stable group\" is empty where "
+             f"the join was refused.\n\n{table(header, body)}"]
+    if figure:
+        n = int(drawn[drawn.experiment == herd.NAME].consumers.max())
+        lines.append(f"![control messages for one join against the group size N, every design]"
+                     f"({figure.relative_to(root).as_posix()})\n\n*Control messages (ZooKeeper requests and "
+                     f"notifications, group requests) for one join, N up to {n}"
+                     + (" (the herd's full-profile run)" if drawn is full_herd else "")
+                     + ", with the growth the herd's findings claim: N² fitted to the ZooKeeper era's registration "
+                     "reads, N to the classic coordinator's messages.*")
+    sentences = takeaways(summary, full_herd)
+    if sentences:
+        lines.append("**What to take from it.**\n\n" + "\n".join(f"- {s}" for s in sentences))
+    return "\n\n".join(lines)
+
+
+def headline_figure(summary: pd.DataFrame, path: Path) -> Path | None:
+    """Control messages for one join against N, every design the herd ran, log-log, with the growth the herd's
+    findings claim drawn beside it: N² fitted to the ZooKeeper era's registration reads, N to the classic
+    coordinator's control messages."""
+    import matplotlib.pyplot as plt
+
+    ok = summary[(summary.status == "ok") & (summary.experiment == herd.NAME)]
+    if ok.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4.6), layout="constrained")
+    zeros = []
+    for design in STYLE:
+        s = herd.per_n(ok, design, "join", "control_messages_per_change")
+        where = plotting.log_series(ax, s, design) if not s.empty else ""
+        if where:
+            zeros.append(f"{STYLE[design][1]} at {where}")
+    reads = herd.per_n(ok, "legacy", "join", "membership_reads_per_change")
+    if not reads.empty:
+        ax.plot(reads.index, reads.values, linestyle=":", color=STYLE["legacy"][0], marker=".",
+                label="ZooKeeper era: of them, registration reads")
+        plotting.guide(ax, reads.index, reads.values, 2, "guide ∝ N², fitted to the registration reads")
+    classic = herd.per_n(ok, "modern", "join", "control_messages_per_change")
+    if not classic.empty:
+        plotting.guide(ax, classic.index, classic.values, 1, "guide ∝ N, fitted to the classic coordinator's")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("group size N")
+    ax.set_ylabel("control messages for one join")
+    ax.grid(True, which="both", alpha=0.3)
+    plotting.note_zeros(ax, zeros)
+    plotting.legend_outside(fig, [ax])
+    plotting.save(fig, path)
+    return path
+
+
+def takeaways(summary: pd.DataFrame, full_herd: pd.DataFrame | None) -> list[str]:
+    """Three to five sentences, each from the run's own figures and pointing to the section that proves it."""
+    ok = summary[summary.status == "ok"]
+    rows = headline(summary).set_index("design")
+    out = []
+
+    def has(design: str, column: str) -> bool:
+        return design in rows.index and pd.notna(rows.at[design, column])
+
+    if has("legacy", "zk_requests") and has("modern", "control_messages"):
+        n = int(rows.at["legacy", "herd_n"])
+        said = (f"One join to a group of {n}: in the ZooKeeper era every member was notified and "
+                f"rebalanced alone ({cell(rows.at['legacy', 'notifications'])} notifications, "
+                f"{cell(rows.at['legacy', 'zk_requests'])} ZooKeeper requests); the classic coordinator told them "
+                f"through their heartbeats, for {cell(rows.at['modern', 'control_messages'])} control messages in "
+                f"all")
+        if has("modern-kip848", "members_stopped"):
+            said += (f", and under KIP-848 {cell(rows.at['modern-kip848', 'members_stopped'])} of the "
+                     f"{cell(rows.at['modern', 'members_stopped'])} members stopped")
+        out.append(said + " ([Herd](#herd)).")
+    if full_herd is not None and not full_herd.empty:
+        out.append(_at_full_size(full_herd))
+    if has("legacy", "split_brain_trouble"):
+        delay = int(ok[(ok.experiment == split_brain.NAME) & (ok.design == "legacy")].follower_delay_ms.max())
+        said = (f"With a follower {delay} ms behind, the ZooKeeper era's consumers computed from different "
+                f"memberships: {cell(rows.at['legacy', 'split_brain_trouble'])} owner conflicts and failed "
+                f"rebalances in one burst of changes")
+        if has("modern", "split_brain_trouble"):
+            said += f", the coordinator's {cell(rows.at['modern', 'split_brain_trouble'])}"
+        out.append(said + " ([Split brain](#split-brain)).")
+    if has("legacy", "zombie_accepted") and has("modern", "zombie_fenced"):
+        said = (f"A consumer the group gave up on (paused, then cut off) came back and committed offsets: ZooKeeper "
+                f"accepted {cell(rows.at['legacy', 'zombie_accepted'])} of those commits, the coordinator accepted "
+                f"{cell(rows.at['modern', 'zombie_accepted'])} and fenced {cell(rows.at['modern', 'zombie_fenced'])}")
+        if has("rocketmq", "zombie_accepted"):
+            said += f", RocketMQ's brokers accepted {cell(rows.at['rocketmq', 'zombie_accepted'])}"
+        out.append(said + " ([Zombie](#zombie)).")
+    restarts = storm.per_trial(ok[ok.experiment == storm.NAME]) if (ok.experiment == storm.NAME).any() else None
+    if restarts is not None and {"modern", "modern-coop", "modern-static"} <= set(restarts.design):
+        revoked = restarts.groupby("design").partitions_revoked.mean()
+        out.append(f"A rolling restart of the whole group made the others give up "
+                   f"{cell(revoked['modern'])} partitions under the classic protocol, {cell(revoked['modern-coop'])} "
+                   f"with cooperative rebalancing and {cell(revoked['modern-static'])} with static membership "
+                   f"([Storm](#storm)).")
+    return out
+
+
+def _at_full_size(full: pd.DataFrame) -> str:
+    ok = full[(full.status == "ok") & (full.change == "join")]
+    n = int(ok.consumers.max())
+    said = []
+    for design in STYLE:
+        r = ok[(ok.design == design) & (ok.consumers == n)]
+        if not r.empty:
+            took = (f"{r.convergence_ms.mean() / 1000:,.1f} s" if (r.rebalance_failures == 0).all()
+                    else "the join refused")
+            said.append(f"{STYLE[design][1]}: {cell(r.control_messages_per_change.mean())} control messages, {took}")
+    return (f"At N = {n} one join cost " + "; ".join(said)
+            + f" ([Herd at full size]({anchor(f'Herd at full size: N up to {n}')})).")

@@ -1,0 +1,80 @@
+"""What every figure of the report shares: each design's colour and marker, log axes that never hide a zero,
+guide lines for the growth a finding claims, legends outside the data.
+
+Each design draws in its family's `colour` with its `marker` (`lab_cluster/family.py`), so one design looks
+the same in every figure; a test checks both are unique per design.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from experiments.engine.families import FAMILIES  # noqa: E402
+
+GUIDE_COLOUR = "0.45"
+
+
+def look(design: str) -> dict:
+    """matplotlib keywords that draw `design`: its colour, marker and label."""
+    family = FAMILIES[design]
+    return {"color": family.colour, "marker": family.marker, "label": family.label}
+
+
+def log_series(ax, series: pd.Series, design: str, linestyle: str = "-", label: str | None = None) -> str:
+    """Plot the positive values of `series` (index: N) on a log axis; returns where it was 0, which a log axis
+    cannot show ("" if nowhere; "N = 2, 4" or "every N"), for the caller to say with `note_zeros`."""
+    positive = series[series > 0]
+    style = look(design) | ({"label": label} if label else {})
+    if not positive.empty:
+        ax.plot(positive.index, positive.values, linestyle=linestyle, **style)
+    zero = series[series == 0].index
+    if len(zero) == 0:
+        return ""
+    return "every N" if len(zero) == len(series) else "N = " + ", ".join(f"{n:g}" for n in zero)
+
+
+def note_zeros(ax, names: list[str]) -> None:
+    """Say in the panel which series were 0 where a log axis draws nothing."""
+    if names:
+        ax.text(0.02, 0.02, "0, not drawn on this log axis:\n" + "\n".join(names), transform=ax.transAxes,
+                fontsize=7, va="bottom", ha="left", color="0.25")
+
+
+def guide(ax, ns, values, power: int, text: str) -> None:
+    """A dashed guide c·N^power fitted (least squares in log space) to the positive (N, value) pairs, named
+    `text` in the legend: the growth a finding claims, drawn beside the data it is judged on."""
+    pairs = [(n, v) for n, v in zip(ns, values, strict=True) if v and v > 0]
+    if len(pairs) < 2:
+        return
+    c = math.exp(sum(math.log(v) - power * math.log(n) for n, v in pairs) / len(pairs))
+    xs = [pairs[0][0], pairs[-1][0]]
+    ax.plot(xs, [c * x ** power for x in xs], linestyle=(0, (4, 3)), color=GUIDE_COLOUR, linewidth=1, label=text)
+
+
+def legend_outside(fig, axes, ncol: int = 1, loc: str = "outside right upper") -> None:
+    """One legend for the figure, outside the panels (right, or `loc`), with every label once."""
+    handles, labels = {}, []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in handles:
+                handles[lab] = h
+                labels.append(lab)
+    if labels:
+        fig.legend([handles[lab] for lab in labels], labels, loc=loc, fontsize=8, ncol=ncol)
+
+
+def all_zero(values) -> bool:
+    """Whether a panel would show nothing but zeros (or nothing at all): replace it by a sentence."""
+    values = pd.Series(list(values), dtype=float).dropna()
+    return values.empty or bool((values == 0).all())
+
+
+def save(fig, path) -> None:
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
