@@ -91,7 +91,9 @@ leaver held, `member_partitions`):
     short = f"""**Over the sequence**, per scenario (spread: the most minus the fewest partitions a member holds after a
 change; revoked: partitions members stopped consuming; withheld: left out of a first round):
 
-{_totals_tables(totals, scenarios)}"""
+{_totals_tables(totals, scenarios[:1])}"""
+    if len(scenarios) > 1:
+        appendix += ("\n\n**Over the sequence, the other scenarios:**\n\n" + _totals_tables(totals, scenarios[1:]))
     takeaway = f"""Range ({CODE['range']}) and round-robin
 ({CODE['roundrobin']}) are functions of the sorted member list alone: a
 member's range, or its turn in the deal, depends on how many members come
@@ -109,7 +111,8 @@ keep consuming through the rebalance, so it must not give a partition to its
 new owner while the old one still consumes it: the first round withholds
 exactly the partitions one staying member hands another, their owners revoke
 those alone and rejoin, and the second round gives them out. A departure's
-partitions have no owner left and are given at once, in one round. The
+partitions have no owner left and are given at once, in one round."""
+    appendix += f"""\n\n**The other strategies in detail.** The
 client-side strategies have no leader and nothing to remember: Kafka 0.8's
 range and round-robin ({CODE['legacy-range']}) are the same arithmetic over
 thread ids as today's, and RocketMQ's ({CODE['rocketmq-averagely']}) split each

@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import split_brain, zombie  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
+from experiments.report import plotting  # noqa: E402
 from experiments.report.figures import figure as timeline_figure  # noqa: E402
 from experiments.report.parts import STYLE, Section, findings_list, reproduce_line, table  # noqa: E402
 
@@ -69,7 +70,7 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     tube_table = ("**TubeMQ, a misconfigured newcomer** (its `join`):\n\n"
                   + table([label for _, label in MISCONFIGURED_TABLE], tube_rows.itertuples(index=False))
                   if not tube_rows.empty else "")
-    figure = _split_figure(ok, figures / "split_brain.png")
+    figure, zero_panels = _split_figure(ok, figures / "split_brain.png")
     panels = []
     for design in STYLE:
         lag = split_brain.LAG_PARAM.get(design)
@@ -124,7 +125,7 @@ herd section's: the group cannot change its size without every node
 restarting."""
     return Section("Split brain", split_brain.QUESTION, findings_list(split_brain.findings(summary)),
                    f"![split brain: views, conflicts and failures against the follower's delay]"
-                   f"({figure.relative_to(root).as_posix()})",
+                   f"({figure.relative_to(root).as_posix()})\n\n{zero_panels}",
                    _split_short(ok), """Nobody coordinates a ZooKeeper-era rebalance:
 each consumer reacts to its own watch, reads the membership from its own
 server (`legacy_zk/view.py: read_view`) and computes the range split
@@ -180,21 +181,24 @@ def _split_short(ok: pd.DataFrame) -> str:
             "appendix):\n\n" + table(["design", "lag", *(label for _, label in SPLIT_SHORT)], rows)) if rows else ""
 
 
-def _split_figure(ok: pd.DataFrame, path: Path) -> Path:
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.4), constrained_layout=True)
-    for ax, (metric, title) in zip(axes.flat, SPLIT_FIGURE, strict=True):
-        for design, (color, label) in STYLE.items():
+def _split_figure(ok: pd.DataFrame, path: Path) -> tuple[Path, str]:
+    """The churn's views, stale views, conflicts and failures against the lag, a line per design; a panel all
+    zeros is left out and said (the path and that sentence)."""
+    panels, zero = plotting.drawn_and_zero(SPLIT_FIGURE, lambda m: ok[m] if m in ok else [])
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.6 * max(len(panels), 1) + 3, 3.4),
+                             layout="constrained", squeeze=False)
+    for ax, (metric, title) in zip(axes.flat, panels, strict=False):
+        for design in STYLE:
             s = split_brain.per_delay(ok, design, metric, "mean")
             if not s.empty:
-                ax.plot(s.index, s.values, "-o", color=color, label=label)
+                ax.plot(s.index, s.values, "-", **plotting.look(design))
         ax.set_title(title)
-        ax.set_xlabel("delay (ms, each way): a follower's, or RocketMQ's broker's")
+        ax.set_xlabel("delay (ms, each way)")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-    axes.flat[0].legend(fontsize=8)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    plotting.legend_outside(fig, axes.flat)
+    plotting.save(fig, path)
+    return path, zero
 
 
 def zombie_section(summary: pd.DataFrame, run: StoredRun) -> Section:
@@ -217,7 +221,7 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> Section:
                          "RocketMQ's consumer table")]
     per_change = ok[[c for c, _ in ZOMBIE_TABLE]]
     per_trial = zombie.per_trial(ok)[[c for c, _ in ZOMBIE_TRIAL_TABLE]]  # a trial's changes summed
-    figure = _zombie_figure(ok, figures / "zombie.png")
+    figure, zero_panels = _zombie_figure(ok, figures / "zombie.png")
     parts = []
     for variant in zombie.VARIANTS:
         panels = []
@@ -282,7 +286,7 @@ non-holder is accepted; the rolled-back batch is processed again
              + table([label for _, label in ZOMBIE_TRIAL_TABLE], per_trial.itertuples(index=False)))
     return Section("Zombie", zombie.QUESTION, findings_list(zombie.findings(summary)),
                    f"![zombie: double processing, duplicates, accepted and fenced commits]"
-                   f"({figure.relative_to(root).as_posix()})",
+                   f"({figure.relative_to(root).as_posix()})\n\n{zero_panels}",
                    short, """A ZooKeeper-era consumer learns that the group gave
 up on it only when it hears from ZooKeeper again; until then nothing stops its
 fetchers (`legacy_zk/consumer.py`, session handling: a lost connection changes
@@ -317,17 +321,20 @@ protocol.""", reproduce_line("zombie", env), appendix,
                    "experiments/catalogue/zombie.py: findings")
 
 
-def _zombie_figure(ok: pd.DataFrame, path: Path) -> Path:
+def _zombie_figure(ok: pd.DataFrame, path: Path) -> tuple[Path, str]:
+    """Per fault, a bar per design in each panel; a panel all zeros is left out and said."""
     trials = zombie.per_trial(ok)
     metrics = [("double_processed_partition_s", "double-processed partition-s"),
                ("processed_after_loss", "records processed after loss"), ("duplicates", "duplicates"),
                ("zombie_commits_accepted", "zombie commits accepted"),
                ("offsets_moved_backwards", "offsets moved backwards"), ("commits_fenced", "commits fenced")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(17, 3.2), constrained_layout=True)
+    metrics, zero = plotting.drawn_and_zero(metrics, lambda m: trials[m] if m in trials else [])
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(2.6 * max(len(metrics), 1) + 3, 3.2),
+                             layout="constrained", squeeze=False)
     variants = list(zombie.VARIANTS)
     designs = [d for d in STYLE if (trials.design == d).any()]  # the run's designs, side by side per variant
     width = 0.8 / max(len(designs), 1)
-    for ax, (metric, title) in zip(axes.flat, metrics, strict=True):
+    for ax, (metric, title) in zip(axes.flat, metrics, strict=False):
         for k, design in enumerate(designs):
             color, label = STYLE[design]
             values = [trials[(trials.design == design) & (trials.variant == v)][metric].mean() for v in variants]
@@ -336,10 +343,9 @@ def _zombie_figure(ok: pd.DataFrame, path: Path) -> Path:
         ax.set_xticks(range(len(variants)), variants)
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    axes.flat[0].legend(fontsize=7)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    plotting.legend_outside(fig, axes.flat)
+    plotting.save(fig, path)
+    return path, zero
 
 
 def _timeline(timelines, panels: list[tuple[str, str]], path: Path, root: Path) -> str:

@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import first_message  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
+from experiments.engine.families import FAMILIES  # noqa: E402
 from experiments.report.parts import STYLE, Section, findings_list, reproduce_line, table  # noqa: E402
 
 TABLE = [("design", "design"), ("consumers", "N"), ("trials", "trials"), ("median_ms", "median ms"),
@@ -88,7 +89,7 @@ def _figure(ok: pd.DataFrame, path: Path) -> Path:
     for i, design in enumerate(designs):
         values = ok[ok.design == design].first_message_ms.dropna()
         color, label = STYLE[design]
-        ax.scatter([i] * len(values), values, color=color, label=label, zorder=3)
+        ax.scatter([i] * len(values), values, color=color, marker=FAMILIES[design].marker, label=label, zorder=3)
         if len(values):
             ax.hlines(values.median(), i - 0.25, i + 0.25, color=color, linewidth=2)
     ax.set_xticks(range(len(designs)), [STYLE[d][1] for d in designs], fontsize=7, rotation=12, ha="right")

@@ -96,10 +96,8 @@ class Section:
 
 **What to take from it.** {self.takeaway}
 
-The set-up, the consumers' configs, every result and the other designs in detail:
-[appendix]({anchor(self.appendix_heading)}).
-
-{self.reproduce}"""
+{self.reproduce} The set-up, the configs, every result and the other designs in detail:
+[appendix]({anchor(self.appendix_heading)})."""
 
     def appendix_section(self) -> str:
         return f"## {self.appendix_heading}\n\n{self.appendix}"

@@ -78,3 +78,11 @@ def all_zero(values) -> bool:
 def save(fig, path) -> None:
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
+
+
+def drawn_and_zero(panels: list[tuple[str, str]], values) -> tuple[list[tuple[str, str]], str]:
+    """Split (metric, title) panels into those to draw and a sentence for those that would show only zeros:
+    `values(metric)` gives every value a panel would draw."""
+    drawn = [(m, t) for m, t in panels if not all_zero(values(m))]
+    zero = [t for m, t in panels if (m, t) not in drawn]
+    return drawn, (f"*Not drawn, 0 for every design here: {'; '.join(zero)}.*" if zero else "")

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 
 from experiments.catalogue import storm  # noqa: E402
 from experiments.engine.experiment import StoredRun  # noqa: E402
+from experiments.report import plotting  # noqa: E402
 from experiments.report.figures import draw  # noqa: E402
 from experiments.report.parts import STYLE, Section, findings_list, reproduce_line, table  # noqa: E402
 
@@ -62,7 +63,7 @@ def storm_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     trials = trials.assign(order=trials.design.map(list(STYLE).index)).sort_values(["order", "trial"])
     restarts = storm.per_restart(ok)
     restarts = restarts.assign(order=restarts.design.map(list(STYLE).index)).sort_values(["order", "change_index"])
-    figure = _figure(restarts, figures / "storm.png")
+    figure, zero_panels = _figure(restarts, figures / "storm.png")
     timeline = _timelines(run, ok, figures / "timeline-storm.png", root)
     appendix = f"""**Set-up.**
 
@@ -143,16 +144,19 @@ rebalance, and every member revokes all it owns before it rejoins
 rebalance or two per restart, depending on whether the JoinGroup arrives
 before the members have rejoined the first."""
     return Section("Storm", storm.QUESTION, findings_list(storm.findings(summary)),
-                   f"![storm: what one restart costs, per design]({figure.relative_to(root).as_posix()})",
+                   f"![storm: what one restart costs, per design]({figure.relative_to(root).as_posix()})"
+                   f"\n\n{zero_panels}",
                    short, takeaway, reproduce_line('storm', env), appendix,
                    "experiments/catalogue/storm.py: findings")
 
 
-def _figure(restarts: pd.DataFrame, path: Path) -> Path:
+def _figure(restarts: pd.DataFrame, path: Path) -> tuple[Path, str]:
     """Per design, the mean cost of one restart: one bar per design in each panel."""
-    fig, axes = plt.subplots(1, len(FIGURE), figsize=(18, 3.6), constrained_layout=True)
+    panels, zero = plotting.drawn_and_zero(FIGURE, lambda m: restarts[m])
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.4 * max(len(panels), 1) + 3, 3.6),
+                             layout="constrained", squeeze=False)
     designs = [d for d in STYLE if (restarts.design == d).any()]
-    for ax, (metric, title) in zip(axes.flat, FIGURE, strict=True):
+    for ax, (metric, title) in zip(axes.flat, panels, strict=False):
         for i, design in enumerate(designs):
             values = restarts[restarts.design == design][metric].astype(float)
             ax.bar(i, values.mean(), color=STYLE[design][0], label=STYLE[design][1])
@@ -160,10 +164,9 @@ def _figure(restarts: pd.DataFrame, path: Path) -> Path:
         ax.set_xticks(range(len(designs)), designs, fontsize=7, rotation=30, ha="right")
         ax.set_title(f"{title} per restart", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    axes.flat[0].legend(fontsize=6)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    plotting.legend_outside(fig, axes.flat)
+    plotting.save(fig, path)
+    return path, zero
 
 
 def _timelines(run: StoredRun, ok: pd.DataFrame, path: Path, root: Path) -> str:
