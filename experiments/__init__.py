@@ -9,7 +9,7 @@ Each layer imports only the ones above it in this list:
   directory (`store.py`), and what an experiment and a finding are
   (`experiment.py`, `finding.py`);
 - `metrics.py`: the Spark job that turns traces into one row of figures per trial;
-- `catalogue/`: the experiments of DESIGN.md §5, one module each, registered in
+- `catalogue/`: the experiments (`docs/experiments.md`), one module each, registered in
   `catalogue/__init__.py`;
 - `report/`: REPORT.md rendered from a stored run only (`render.py`), its parts,
   figures and each experiment's prose, and when it may be published

@@ -1,4 +1,4 @@
-"""The metrics of DESIGN.md §4, computed from traces with Spark SQL and window functions.
+"""The metrics of `docs/metrics.md`, computed from traces with Spark SQL and window functions.
 
 Input: the events of any number of trials (`lab_cluster.trace_reader.TRACE_SCHEMA`),
 as Spark reads them from the trace files, or their `Digest` (`digest.py`: the
@@ -481,7 +481,7 @@ def processing_resumed(control: DataFrame, stretches: DataFrame, windows: DataFr
 
 
 def change_metrics(events: DataFrame | Digest) -> DataFrame:
-    """One row per (trial, change) with every per-change metric of DESIGN §4, from a run's events or its digest."""
+    """One row per (trial, change) with every per-change metric (docs/metrics.md), from a run's events or its digest."""
     d = digest_of(events)
     events, ce, windows, intervals = d.control, d.consumers, d.windows, d.intervals
     steps = owner_steps(events, intervals)

@@ -29,14 +29,16 @@ _COMMON = dict(address="kafka_bootstrap", address_config="bootstrap.servers", co
                from_beginning={"auto.offset.reset": "earliest"})
 
 KAFKA_PYTHON = Family(
-    "kafka-python", "real client: kafka-python (KafkaConsumer 3.x)", "black", marker="*", package="kafka_clients:KAFKA_PYTHON",
+    "kafka-python", "real client: kafka-python (KafkaConsumer 3.x)", "black", marker="*",
+    package="kafka_clients:KAFKA_PYTHON",
     configure=kafka_python_member.configure, build=kafka_python_member.KafkaPythonMember,
     session_timeout_ms=kafka_python_member.session_timeout_ms,
     stops_by="KafkaConsumer.close(): an auto-commit if enabled, then LeaveGroup (none for a static member)",
     **_COMMON)
 
 LIBRDKAFKA = Family(
-    "librdkafka", "real client: librdkafka (confluent-kafka)", "tab:gray", marker=">", package="kafka_clients:LIBRDKAFKA",
+    "librdkafka", "real client: librdkafka (confluent-kafka)", "tab:gray", marker=">",
+    package="kafka_clients:LIBRDKAFKA",
     configure=librdkafka_member.configure, build=librdkafka_member.LibrdkafkaMember,
     session_timeout_ms=librdkafka_member.session_timeout_ms,
     stops_by="Consumer.close(): a commit if auto-commit is on, then LeaveGroup (none for a static member)",

@@ -1,6 +1,6 @@
 """Fault injection: every fault is done through here and recorded in the trace.
 
-`Faults` wraps the actions of DESIGN.md §1 and records each one as a `fault`
+`Faults` wraps the fault actions of `docs/design.md` (the cluster) and records each one as a `fault`
 event (`action`, `target`, details) at the moment it took effect, so the
 analysis can line up what consumers did with what was done to them:
 

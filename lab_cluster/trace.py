@@ -1,4 +1,4 @@
-"""The trace recorder every lab process uses (DESIGN.md §4).
+"""The trace recorder every lab process uses (`docs/metrics.md`, Traces).
 
 One trace file per actor (a consumer, a broker, the producer, the fault
 injector) in the trial's directory: `<trial_dir>/traces/<actor>.jsonl`,

@@ -1,4 +1,4 @@
-"""The ZooKeeper-era consumer, after Kafka 0.8's `ZookeeperConsumerConnector` (DESIGN.md §2).
+"""The ZooKeeper-era consumer, after Kafka 0.8's `ZookeeperConsumerConnector` (`docs/design.md`).
 
 Every consumer registers under `/consumers/<group>/ids`, watches that node and
 `/brokers/ids`, and rebalances itself from what it reads, without knowing what

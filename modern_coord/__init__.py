@@ -1,7 +1,7 @@
 """The coordinator-era consumer and group coordinator, after Kafka's classic protocol.
 
 A broker-hosted coordinator owns membership and generations; one member
-computes the assignment: DESIGN.md §3.
+computes the assignment: `docs/design.md`, the coordinator era.
 
 - `coordinator/`: the group coordinator (`group.py` states, `coordinator.py`
   the state machine, `scheduler.py` its timers, `service.py` the broker plug-in);

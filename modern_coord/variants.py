@@ -1,4 +1,4 @@
-"""The coordinator era's later designs as families of their own: the same client, other defaults (DESIGN.md §3a).
+"""The coordinator era's later designs as families of their own: the same client, other defaults (`docs/design.md`).
 
 Kafka did not replace its classic protocol to get static membership (KIP-345,
 Kafka 2.3) or cooperative rebalancing (KIP-429, Kafka 2.4): both are settings
@@ -62,10 +62,11 @@ def _with_defaults(defaults: dict[str, str]):
 
 
 STATIC = replace(FAMILY, name="modern-static", label="coordinator era, static membership (KIP-345)",
-                 colour="tab:cyan", marker="v", package="modern_coord.variants:STATIC", configure=_with_defaults(STATIC_PROPS),
+                 colour="tab:cyan", marker="v",
+                 package="modern_coord.variants:STATIC", configure=_with_defaults(STATIC_PROPS),
                  every_member_rebalances=False)
-COOP = replace(FAMILY, name="modern-coop", label="coordinator era, cooperative (KIP-429)", colour="tab:orange", marker="^",
-               package="modern_coord.variants:COOP", configure=_with_defaults(COOP_PROPS))
+COOP = replace(FAMILY, name="modern-coop", label="coordinator era, cooperative (KIP-429)", colour="tab:orange",
+               marker="^", package="modern_coord.variants:COOP", configure=_with_defaults(COOP_PROPS))
 STATIC_COOP = replace(FAMILY, name="modern-static-coop", label="coordinator era, static + cooperative",
                       colour="tab:olive", marker="<", package="modern_coord.variants:STATIC_COOP",
                       configure=_with_defaults({**STATIC_PROPS, **COOP_PROPS}), every_member_rebalances=False)
@@ -74,7 +75,8 @@ STATIC_COOP = replace(FAMILY, name="modern-static-coop", label="coordinator era,
 #: only sees its epoch go up: the runner waits for the group's fixpoint (every partition held once, even loads,
 #: one epoch), not for a rebalance from every member
 KIP848 = replace(FAMILY, name="modern-kip848", label="coordinator era, consumer protocol (KIP-848)",
-                 colour="tab:brown", marker="D", package="modern_coord.variants:KIP848", configure=_with_defaults(KIP848_PROPS),
+                 colour="tab:brown", marker="D",
+                 package="modern_coord.variants:KIP848", configure=_with_defaults(KIP848_PROPS),
                  every_member_rebalances=False, broker_config=KIP848_BROKER_CONFIG, computes="coordinator",
                  stops_by="committed, revoked and sent a leave heartbeat (member epoch -1; -2 for a static member)")
 

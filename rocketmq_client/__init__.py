@@ -1,4 +1,4 @@
-"""RocketMQ 4.x's client-side rebalance (CLUSTERING mode), the next family of the lab: DESIGN.md §3b.
+"""RocketMQ 4.x's client-side rebalance (CLUSTERING mode), the next family of the lab: `docs/design.md`, RocketMQ.
 
 As in Kafka 0.8, every consumer computes its own queues, but membership comes
 from brokers rather than ZooKeeper: each client heartbeats every broker, each

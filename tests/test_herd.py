@@ -1,7 +1,7 @@
 """The herd experiment end to end: a small grid on Spark, real ZooKeeper, brokers and consumer processes.
 
 `pytest -m herd` runs every design at N = 4, 8, 16 (one join, one leave
-each) and asserts the finding (DESIGN §5): ZooKeeper-era notifications per change
+each) and asserts the finding (`docs/experiments.md`): ZooKeeper-era notifications per change
 reach every consumer, and every consumer that rebalances reads every member's
 registration (at least N² reads per change);
 coordinator-era consumers get no notification and their control messages grow

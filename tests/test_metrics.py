@@ -1,4 +1,5 @@
-"""The metrics of DESIGN §4, computed in Spark on small synthetic traces whose answers are known by construction.
+"""The metrics of `docs/metrics.md`, computed in Spark on small synthetic traces whose answers are known by
+construction.
 
 Each trial below is written as trace files exactly as `TraceRecorder` writes
 them (one JSON line per event, `trace_open` ... `trace_close`), with

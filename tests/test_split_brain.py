@@ -2,7 +2,7 @@
 
 `pytest -m split_brain` runs every design with what it lags on (a follower's
 quorum link; RocketMQ: every consumer's link to one broker) delayed by the
-profile's largest delay, and asserts the finding (DESIGN §5): the ZooKeeper-era
+profile's largest delay, and asserts the finding (`docs/experiments.md`): the ZooKeeper-era
 group computes from more than one view in at least one round, and owner
 conflicts or failed attempts follow; the coordinator-era group computes from
 exactly one view per generation; RocketMQ's consumers allocate from more than

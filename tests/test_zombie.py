@@ -2,7 +2,7 @@
 
 `pytest -m zombie` runs both faults (SIGSTOP then SIGCONT; blackholed ZooKeeper,
 coordinator or broker links then healed) in every design, and asserts the finding
-(DESIGN §5): the ZooKeeper-era zombie processes partitions another consumer
+(`docs/experiments.md`): the ZooKeeper-era zombie processes partitions another consumer
 owns and nothing refuses its commits; cut off, the commit it was making lands on
 its new session and a committed offset moves backwards; the
 coordinator-era zombie's commits are fenced with ILLEGAL_GENERATION or

@@ -1,4 +1,4 @@
-"""Apache InLong TubeMQ's client balance (`ClientBalanceConsumer`): DESIGN.md §3c.
+"""Apache InLong TubeMQ's client balance (`ClientBalanceConsumer`): `docs/design.md`, TubeMQ.
 
 Each node is started with the group's node count (`sourceCount`) and its own
 `nodeId`, and takes the partitions whose key hashes to its id: no membership

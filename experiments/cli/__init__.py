@@ -8,6 +8,7 @@ Subcommands (argparse, one module each):
 - `reproduce [--profile tour|standard|full]`: every experiment of the profile into a new run directory, then its
   report (the tour, the default: the lab's answer in minutes; standard: the published report's grid).
 - `report RUN_DIR`: re-render REPORT.md from a run's stored results, running nothing.
+- `compare RUN_DIR [--all]`: a run's findings and headline figures beside the published report's.
 
 - `doctor [--start] [--backend B]`: what this machine can run, and which
   ZooKeeper backend `auto` picks; `--start` also starts one server and reads it.
@@ -48,12 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     from experiments.bench import harness as bench_harness
     from experiments.bench import trial_time as bench_trial_time
     from experiments.bench import zk as bench_zk
-    from experiments.cli import assign, cluster_up, consumers, doctor, spark_up, zk_up
+    from experiments.cli import assign, cluster_up, compare, consumers, doctor, spark_up, zk_up
     from experiments.cli import run as run_cmd
 
     parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cmd.add_parsers(sub)
+    compare.add_parser(sub)
     doctor.add_parser(sub)
     zk = sub.add_parser("zk", help="run a ZooKeeper server or ensemble")
     zk_sub = zk.add_subparsers(dest="zk_command", required=True, metavar="ZK_COMMAND")

@@ -183,7 +183,7 @@ def _local_master(master: str | None, trials_per_machine: int) -> str | None:
 def _print_table(console: Console, summary) -> None:
     from experiments.report.parts import cell
 
-    table = Table(title="per change (DESIGN.md §4)")
+    table = Table(title="per change (docs/metrics.md)")
     columns = [("design", "design"), ("consumers", "N"), ("change", "change"), ("status", "status"),
                ("notifications_per_change", "notif."), ("zk_requests_per_change", "ZK req."),
                ("broker_requests_per_change", "broker req."), ("rebalance_attempts", "attempts"),

@@ -1,4 +1,4 @@
-"""TubeMQ's server-side balance, the design its client balance replaced in 0.12: DESIGN.md §3c.
+"""TubeMQ's server-side balance, the design its client balance replaced in 0.12: `docs/design.md`, TubeMQ.
 
 The master assigns a group's partitions itself, every `consumerBalancePeriodMs`
 (30 s as TubeMQ ships it), and tells each consumer what to drop and what to
