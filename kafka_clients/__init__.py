@@ -11,7 +11,7 @@ consumer, and the brokers' traces show the coordinator's side.
 - `librdkafka` (`librdkafka_member.py`): confluent-kafka's `Consumer`, the C library.
 
 Both run Kafka's classic protocol with the range assignor by default, as the
-lab's `modern` design does; their configs take the Java client's names. They
+lab's `classic` design does; their configs take the Java client's names. They
 connect where the brokers' metadata says, so a fault proxy cannot be put in
 their way (`victim_link="none"`): experiments that cut a link leave them out.
 

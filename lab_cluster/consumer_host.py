@@ -104,7 +104,7 @@ def load_family(package: str) -> Family:
     the family that module exports under that name (a variant); else a clear error.
 
     >>> load_family("modern_coord.variants:STATIC").name
-    'modern-static'
+    'classic-static'
     """
     module, _, attribute = package.partition(":")
     try:

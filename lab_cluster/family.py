@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # the `design` of traces, specs and summaries, e.g. "legacy"
+    name: str  # the `design` of traces, specs and summaries, e.g. "zookeeper"
     label: str  # how the report names it, e.g. "ZooKeeper era (legacy_zk)"
     colour: str  # matplotlib colour of its lines and bars, its own (a test checks no two designs share one)
     marker: str  # matplotlib marker of its points, its own too: the report tells designs apart without colour

@@ -9,7 +9,7 @@ append-only, one JSON object per line and per event:
 | `ts_ns`     | long   | CLOCK_MONOTONIC in nanoseconds: one clock for every process of a machine |
 | `wall_ms`   | long   | wall-clock milliseconds since the epoch (for people, not for ordering) |
 | `trial`     | string | trial id                                                       |
-| `design`    | string | `legacy`, `modern` or `cluster`                                |
+| `design`    | string | `zookeeper`, `classic` or `cluster`                                |
 | `actor`     | string | who recorded it (`c3`, `broker-1`, `producer`, `faults`)       |
 | `kind`      | string | the event: `processed`, `zk_watch_fired`, `join`, `fault`, ... |
 | `topic`, `partition`, `offset` | string, int, long | the message or partition concerned, when there is one |
@@ -29,7 +29,7 @@ on an exception, Ctrl-C or SIGTERM.
 
 Usage::
 
-    trace = TraceRecorder(trial_dir, trial="herd-7", design="legacy", actor="c1")
+    trace = TraceRecorder(trial_dir, trial="herd-7", design="zookeeper", actor="c1")
     trace.record("processed", topic="t", partition=0, offset=41)
     trace.record("view", members=["c1", "c2"], cversion=7)   # extra fields -> `fields`
     trace.close()

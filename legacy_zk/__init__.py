@@ -2,8 +2,8 @@
 
 Every consumer registers under `/consumers/<group>/ids`, watches that node and
 `/brokers/ids`, and rebalances itself from what it reads, without knowing what
-the others read. Start with `consumer.py`; the README lists the modules in the
-order one rebalance goes through them.
+the others read. Start with `consumer.py`; `docs/learn.md` lists the modules
+in the order one rebalance goes through them.
 """
 
 from lab_cluster.family import Family
@@ -12,7 +12,7 @@ from .config import ConsumerConfig
 from .consumer import LegacyConsumer
 
 FAMILY = Family(
-    "legacy", "ZooKeeper era (legacy_zk)", "tab:red", marker="o", package="legacy_zk",
+    "zookeeper", "ZooKeeper era (legacy_zk)", "tab:red", marker="o", package="legacy_zk",
     address="zk", address_config="zookeeper.connect",
     configure=lambda props, actor: ConsumerConfig.from_dict(props),
     build=lambda config, topics, trace, actor, on_change: LegacyConsumer(config, topics, trace, on_change=on_change),

@@ -7,15 +7,15 @@ of the same consumer talking to the same coordinator. So each variant here is
 that puts the variant's settings *before* the given properties (a trial's
 overrides still win, as a user's own config would):
 
-- `modern-static` adds `group.instance.id` = the actor's name (`c3`): a member
+- `classic-static` adds `group.instance.id` = the actor's name (`c3`): a member
   restarted within `session.timeout.ms` comes back under the same id, with no
   rebalance, and nobody else revokes anything (`coordinator/`: the static
   member's id is replaced, the generation kept);
-- `modern-coop` adds `partition.assignment.strategy=cooperative-sticky`: members
+- `classic-coop` adds `partition.assignment.strategy=cooperative-sticky`: members
   keep what they own through a rebalance and give up only what moves, handed
   out in one more round (`consumer.py`);
-- `modern-static-coop` adds both;
-- `modern-kip848` adds `group.protocol=consumer` (KIP-848, Kafka 4.0): the
+- `classic-static-coop` adds both;
+- `consumer-848` adds `group.protocol=consumer` (KIP-848, Kafka 4.0): the
   family then builds a `Kip848Consumer` (`modern_coord.build_consumer`), which
   sends only ConsumerGroupHeartbeat; the coordinator computes every member's
   assignment and each member reconciles alone. Its session and heartbeat
@@ -61,20 +61,20 @@ def _with_defaults(defaults: dict[str, str]):
     return configure
 
 
-STATIC = replace(FAMILY, name="modern-static", label="coordinator era, static membership (KIP-345)",
+STATIC = replace(FAMILY, name="classic-static", label="coordinator era, static membership (KIP-345)",
                  colour="tab:cyan", marker="v",
                  package="modern_coord.variants:STATIC", configure=_with_defaults(STATIC_PROPS),
                  every_member_rebalances=False)
-COOP = replace(FAMILY, name="modern-coop", label="coordinator era, cooperative (KIP-429)", colour="tab:orange",
+COOP = replace(FAMILY, name="classic-coop", label="coordinator era, cooperative (KIP-429)", colour="tab:orange",
                marker="^", package="modern_coord.variants:COOP", configure=_with_defaults(COOP_PROPS))
-STATIC_COOP = replace(FAMILY, name="modern-static-coop", label="coordinator era, static + cooperative",
+STATIC_COOP = replace(FAMILY, name="classic-static-coop", label="coordinator era, static + cooperative",
                       colour="tab:olive", marker="<", package="modern_coord.variants:STATIC_COOP",
                       configure=_with_defaults({**STATIC_PROPS, **COOP_PROPS}), every_member_rebalances=False)
 
 #: the coordinator recomputes the target on every membership change, but a member whose partitions do not move
 #: only sees its epoch go up: the runner waits for the group's fixpoint (every partition held once, even loads,
 #: one epoch), not for a rebalance from every member
-KIP848 = replace(FAMILY, name="modern-kip848", label="coordinator era, consumer protocol (KIP-848)",
+KIP848 = replace(FAMILY, name="consumer-848", label="coordinator era, consumer protocol (KIP-848)",
                  colour="tab:brown", marker="D",
                  package="modern_coord.variants:KIP848", configure=_with_defaults(KIP848_PROPS),
                  every_member_rebalances=False, broker_config=KIP848_BROKER_CONFIG, computes="coordinator",

@@ -57,8 +57,8 @@ def test_every_strategy_of_the_registries_is_replayed(computed):
 
 def test_the_computed_findings_hold(computed):
     checked = _checked(computed)
-    for finding in ("modern-sticky-moves-fewest", "modern-cooperative-withholds-handed-over",
-                    "modern-range-skews-topics", "all-own-shares-move-more"):
+    for finding in ("classic-sticky-moves-fewest", "classic-cooperative-withholds-handed-over",
+                    "classic-range-skews-topics", "all-own-shares-move-more"):
         assert checked[finding].holds, checked[finding]
 
 
@@ -79,10 +79,10 @@ def test_cooperative_sticky_withholds_what_changes_hands_and_gives_it_out_next_r
 
 
 @pytest.mark.parametrize("finding, alter", [
-    ("modern-sticky-moves-fewest", lambda c: c.assign(moved=c.moved.where(c.strategy != "sticky", c.moved + 1))),
-    ("modern-cooperative-withholds-handed-over",
+    ("classic-sticky-moves-fewest", lambda c: c.assign(moved=c.moved.where(c.strategy != "sticky", c.moved + 1))),
+    ("classic-cooperative-withholds-handed-over",
      lambda c: c.assign(withheld=c.withheld.where(c.strategy != "cooperative-sticky", 0))),
-    ("modern-range-skews-topics", lambda c: c.assign(spread=c.spread.where(c.strategy != "range", 0))),
+    ("classic-range-skews-topics", lambda c: c.assign(spread=c.spread.where(c.strategy != "range", 0))),
     ("all-own-shares-move-more", lambda c: c.assign(moved=c.moved.where(c.side == "leader", 0))),
 ])
 def test_each_computed_finding_can_fail(computed, finding, alter):
@@ -104,9 +104,9 @@ def test_the_fewest_a_real_change_can_move_follows_the_leavers_load():
 
 
 def test_the_real_finding_fails_when_a_trial_moved_otherwise(computed):
-    assert _checked(computed)["modern-real-moves-as-computed"].holds  # range moved 6 at `join j1`, as computed
+    assert _checked(computed)["classic-real-moves-as-computed"].holds  # range moved 6 at `join j1`, as computed
     wrong = SUMMARY.assign(partitions_moved=[3])
-    assert not _checked(computed, wrong)["modern-real-moves-as-computed"].holds
+    assert not _checked(computed, wrong)["classic-real-moves-as-computed"].holds
 
 
 @pytest.mark.long
@@ -130,5 +130,5 @@ def test_a_real_group_moves_what_the_replay_computes(spark, tmp_path, computed):
     assert (ranged.partitions_moved == ranged.moved).all(), both.to_string()
     assert (sticky.partitions_moved == sticky.real_fewest).all(), both.to_string()
     assert (both.partitions_spread == both.spread).all(), both.to_string()
-    assert by_id(assignors.findings(summary, computed))["modern-real-moves-as-computed"].holds
+    assert by_id(assignors.findings(summary, computed))["classic-real-moves-as-computed"].holds
     assert vocabulary_problems(run_dir) == {}

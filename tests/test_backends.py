@@ -183,7 +183,7 @@ def test_a_trial_whose_server_fails_to_start_keeps_the_servers_log(monkeypatch, 
 
     monkeypatch.setattr(trial, "provision", lambda servers, backend: provision(
         servers=servers, backend="embedded", settings=ZkSettings(heap_mb=1)))  # the JVM refuses a 1 MB heap
-    result = trial.run_trial(trial.TrialSpec("herd", "legacy", consumers=1, partitions=2), tmp_path / "t")
+    result = trial.run_trial(trial.TrialSpec("herd", "zookeeper", consumers=1, partitions=2), tmp_path / "t")
     assert result.status == "failed" and "exited during start-up" in result.reason
     assert "failure.log" in result.reason
     assert "heap" in (tmp_path / "t" / "failure.log").read_text().lower()
@@ -197,7 +197,7 @@ def test_a_trial_that_meets_an_unexpected_error_fails_alone_with_its_traceback(m
         raise KeyError("a bug")
 
     monkeypatch.setattr(trial, "provision", provision)
-    result = trial.run_trial(trial.TrialSpec("herd", "legacy", consumers=1, partitions=2), tmp_path / "t")
+    result = trial.run_trial(trial.TrialSpec("herd", "zookeeper", consumers=1, partitions=2), tmp_path / "t")
     assert result.status == "failed" and result.reason.startswith("unexpected KeyError")
     assert "KeyError: 'a bug'" in (tmp_path / "t" / "failure.log").read_text()
 

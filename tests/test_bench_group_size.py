@@ -16,7 +16,7 @@ from experiments.bench import group_size
 from lab_cluster.errors import LabError
 
 
-def _args(tmp_path, designs: str = "legacy,modern") -> argparse.Namespace:
+def _args(tmp_path, designs: str = "zookeeper,classic") -> argparse.Namespace:
     return argparse.Namespace(designs=designs, sizes="2,4", profile="standard", master="local[1]", host_tasks=0,
                               out=str(tmp_path / "group_size.json"))
 
@@ -37,8 +37,8 @@ def test_the_commit_is_read_once_before_the_sweep_writes_its_own_figures_file(tm
                                                                                         "status": "ok"})
     assert group_size.run(_args(tmp_path)) == 0
     sweeps = json.loads((tmp_path / "group_size.json").read_text())["local"]
-    assert [sweeps[d]["lab_commit"] for d in ("legacy", "modern")] == ["abc", "abc"]
-    assert [sweeps[d]["largest_valid_n"] for d in ("legacy", "modern")] == [4, 4]
+    assert [sweeps[d]["lab_commit"] for d in ("zookeeper", "classic")] == ["abc", "abc"]
+    assert [sweeps[d]["largest_valid_n"] for d in ("zookeeper", "classic")] == [4, 4]
 
 
 def test_a_ctrl_c_inside_a_spark_job_stops_the_sweep_and_is_not_recorded_as_the_benchmarks_failure(
@@ -56,7 +56,7 @@ def test_a_ctrl_c_inside_a_spark_job_stops_the_sweep_and_is_not_recorded_as_the_
         group_size.run(_args(tmp_path))
     written = tmp_path / "group_size.json"
     sweeps = json.loads(written.read_text())["local"] if written.exists() else {}
-    assert "modern" not in sweeps  # the sweep did not go on to the next design
+    assert "classic" not in sweeps  # the sweep did not go on to the next design
     assert all(p["status"] != "error" for s in sweeps.values() for p in s["points"])
 
 

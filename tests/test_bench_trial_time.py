@@ -39,8 +39,8 @@ def test_a_trial_that_failed_while_forming_has_only_its_cluster_phase():
 
 def test_measure_sums_a_stored_runs_trials_per_experiment_and_design(tmp_path):
     (tmp_path / "results").mkdir()
-    rows = [("herd", "legacy", "t1", 10.0), ("herd", "legacy", "t2", 12.0), ("zombie", "modern", "t3", 20.0),
-            ("zombie", "modern", "never-ran", None)]
+    rows = [("herd", "zookeeper", "t1", 10.0), ("herd", "zookeeper", "t2", 12.0), ("zombie", "classic", "t3", 20.0),
+            ("zombie", "classic", "never-ran", None)]
     pq.write_table(pa.table({"experiment": [r[0] for r in rows], "design": [r[1] for r in rows],
                              "trial": [r[2] for r in rows], "status": ["ok"] * 4,
                              "wall_s": pa.array([r[3] for r in rows], pa.float64())}),
@@ -58,8 +58,8 @@ def test_measure_sums_a_stored_runs_trials_per_experiment_and_design(tmp_path):
             "fields": [json.dumps(e[2]) if e[2] else None for e in scenario + other]}),
             tmp_path / "trials" / trial / COLUMNAR_FILE)
     figures = measure(tmp_path)
-    assert set(figures) == {"all", "herd/legacy", "zombie/modern"}
-    herd = figures["herd/legacy"]
+    assert set(figures) == {"all", "herd/zookeeper", "zombie/classic"}
+    herd = figures["herd/zookeeper"]
     assert herd["trials"] == 2 and herd["wall_s"] == 22.0
     assert (herd["cluster"], herd["forming"], herd["converging"], herd["holding"], herd["stopping"]) == \
         (2.0, 2.0, 5.0 + 7.0, 2.0, 4.0)  # each converging from 2 s to wall - 3 s

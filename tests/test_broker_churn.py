@@ -26,7 +26,7 @@ from lab_cluster.processes import proc_stat
 
 pytestmark = [pytest.mark.broker_churn, pytest.mark.long, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
-DESIGNS = ("legacy", "modern")
+DESIGNS = ("zookeeper", "classic")
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +51,12 @@ def test_every_case_ran_and_the_victim_is_the_one_asked_for(churn_run):
 def test_who_rebalances_when_a_broker_dies_and_comes_back(churn_run):
     _, _, summary = churn_run
     checked = by_id(broker_churn.findings(summary))
-    for finding in ("modern-other-broker-no-rebalance", "modern-coordinator-moves-group-stays-stable",
-                    "legacy-watch-always-broker-change", "legacy-watch-when-empty-broker-change",
+    for finding in ("classic-other-broker-no-rebalance", "classic-coordinator-moves-group-stays-stable",
+                    "zookeeper-watch-always-broker-change", "zookeeper-watch-when-empty-broker-change",
                     "all-processing-resumes"):
         assert checked[finding].holds, checked[finding]
     # the findings speak of the designs run only: none about a design this run left out holds by default
-    assert not any(f.startswith(("rocketmq", "tubemq", "modern-static", "modern-coop")) for f in checked)
+    assert not any(f.startswith(("rocketmq", "tubemq", "classic-static", "classic-coop")) for f in checked)
 
 
 def test_the_dead_brokers_partitions_pause_and_the_kill_window_shows_it(churn_run):

@@ -34,8 +34,8 @@ def test_an_experiment_brings_its_trials_marker_and_report_section(name):
 
 def test_the_tour_runs_the_lineages_answer_and_says_why_each_part_is_in():
     tour = {name: e.designs_in("tour") for name, e in EXPERIMENTS.items() if e.runs_in("tour")}
-    assert tour == {"herd": ("legacy", "modern", "modern-kip848"), "split_brain": ("legacy", "modern"),
-                    "zombie": ("legacy", "modern")}
+    assert tour == {"herd": ("zookeeper", "classic", "consumer-848"), "split_brain": ("zookeeper", "classic"),
+                    "zombie": ("zookeeper", "classic")}
     for name in tour:
         assert len(EXPERIMENTS[name].profiles["tour"]["why"]) > 40
     # enough group sizes for the growth findings; both ends of the lag; both zombie variants
@@ -54,8 +54,8 @@ def test_quick_is_the_standard_profiles_old_name():
 
 
 def test_designs_are_those_the_experiments_run_in_a_stable_order():
-    assert DESIGNS == ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka",
-                       "tubemq-server", "modern-static", "modern-coop", "modern-static-coop")
+    assert DESIGNS == ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka",
+                       "tubemq-server", "classic-static", "classic-coop", "classic-static-coop")
     assert set(DESIGNS) == {d for e in EXPERIMENTS.values() for d in e.designs}
 
 

@@ -33,7 +33,7 @@ TICK = NS_PER_S // 4  # records and ownership bounds on a quarter-second clock: 
 def _trial(rng: random.Random, trial: str) -> list[tuple]:
     """Rows of TRACE_SCHEMA: a scenario with two changes, three consumers trading two partitions."""
     def row(ticks, actor, kind, partition=None, fields=None, topic=None):
-        return (ticks * TICK, 0, trial, "legacy", actor, kind, "t" if partition is not None else topic, partition,
+        return (ticks * TICK, 0, trial, "zookeeper", actor, kind, "t" if partition is not None else topic, partition,
                 None, None, None, None, None, fields)
 
     rows = [row(0, "scenario", "setup", fields='{"partitions": 2}', topic="t"),

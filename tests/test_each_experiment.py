@@ -20,15 +20,15 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 #: experiment -> the trial of its standard grid that runs here
 SMOKE = {
-    "split_brain": "split_brain-delay-1000-modern-n4-p12-s0-r0",
-    "zombie": "zombie-cut-modern-n2-p4-s0-r0",
-    "storm": "storm-modern-static-coop-n4-p12-s0-r0",
-    "broker_churn": "broker_churn-coordinator-modern-coop-n3-p6-s0-r0",
-    "first_message": "first_message-legacy-n4-p12-s0-r0",
-    "assignors": "assignors-range-modern-n3-p12-s0-r0",
+    "split_brain": "split_brain-delay-1000-classic-n4-p12-s0-r0",
+    "zombie": "zombie-cut-classic-n2-p4-s0-r0",
+    "storm": "storm-classic-static-coop-n4-p12-s0-r0",
+    "broker_churn": "broker_churn-coordinator-classic-coop-n3-p6-s0-r0",
+    "first_message": "first_message-zookeeper-n4-p12-s0-r0",
+    "assignors": "assignors-range-classic-n3-p12-s0-r0",
 }
 #: a second broker-churn trial, for the static design's real trial
-STATIC = ("broker_churn", "broker_churn-coordinator-modern-static-n3-p6-s0-r0")
+STATIC = ("broker_churn", "broker_churn-coordinator-classic-static-n3-p6-s0-r0")
 
 
 def _spec(experiment: str, trial: str):
@@ -60,4 +60,4 @@ def test_its_trial_takes_every_step_and_ends_ok(each_run, experiment):
 def test_the_coordinator_eras_variants_each_ran_a_real_trial(each_run):
     _, _, summary = each_run
     ran = set(summary[summary.status == "ok"].design)
-    assert {"modern-static", "modern-coop", "modern-static-coop"} <= ran, ran
+    assert {"classic-static", "classic-coop", "classic-static-coop"} <= ran, ran

@@ -43,7 +43,7 @@ def test_blackholed_link_suspends_and_the_session_is_lost_when_the_timeout_passe
     That gap is where a ZooKeeper-era consumer's split brain comes from.
     """
     link = zk_link(zk, "c1-zk")
-    faults = Faults(TraceRecorder(tmp_path, trial="t", design="legacy", actor="faults"))
+    faults = Faults(TraceRecorder(tmp_path, trial="t", design="zookeeper", actor="faults"))
     client = kazoo(link.connect, timeout=4.0)
     states = States(client)
     observer = kazoo(zk.connect, timeout=4.0)

@@ -29,7 +29,7 @@ def test_every_finding_of_the_published_report_has_a_unique_readable_id():
 
 
 def test_two_findings_with_one_id_are_refused():
-    twins = [Finding("legacy-x", "one", True, ""), Finding("legacy-x", "two", False, "")]
+    twins = [Finding("zookeeper-x", "one", True, ""), Finding("zookeeper-x", "two", False, "")]
     with pytest.raises(ValueError, match="two findings share an id"):
         by_id(twins)
 
@@ -48,7 +48,7 @@ def test_a_real_clients_linear_control_is_judged_per_round_and_the_labs_consumer
     assert client.holds, client
     assert "rounds N=4: 1, N=8: 1, N=16: 2" in client.evidence and "per change N=4: 21" in client.evidence
     # the lab's own consumer is judged per change: the same figures break its claim
-    assert not _linear_control(_herd_rows("modern", extra_round), "modern", "lab", "leave").holds
+    assert not _linear_control(_herd_rows("classic", extra_round), "classic", "lab", "leave").holds
     # a real client whose every round grows faster than N still fails
     quadratic = {4: (16, 1), 8: (64, 1), 16: (256, 1)}
     assert not _linear_control(_herd_rows("librdkafka", quadratic), "librdkafka", "client", "leave").holds
@@ -64,14 +64,14 @@ def _revoking_rows(design: str, partitions: int, revoking: dict[int, int]) -> pd
 def test_a_real_clients_group_wide_stop_counts_the_members_that_own_a_partition():
     # the full profile's run at P=32: past N=32, members beyond the 32nd own nothing and revoke nothing
     owners = {16: 16, 32: 32, 64: 32, 256: 32}
-    rows = pd.concat([_revoking_rows("modern", 32, owners), _revoking_rows("kafka-python", 32, owners)])
+    rows = pd.concat([_revoking_rows("classic", 32, owners), _revoking_rows("kafka-python", 32, owners)])
     assert _like_the_labs_consumer(rows, "kafka-python", "client", "join").holds
     # a client that leaves an owner holding its partitions through the round is not the eager stop
-    short = pd.concat([_revoking_rows("modern", 32, owners),
+    short = pd.concat([_revoking_rows("classic", 32, owners),
                        _revoking_rows("kafka-python", 32, {**owners, 64: 31})])
     assert not _like_the_labs_consumer(short, "kafka-python", "client", "join").holds
     # while N <= P, every one of the N members revokes, as before
-    few = pd.concat([_revoking_rows("modern", 256, {4: 4, 8: 8, 16: 16}),
+    few = pd.concat([_revoking_rows("classic", 256, {4: 4, 8: 8, 16: 16}),
                      _revoking_rows("librdkafka", 256, {4: 4, 8: 8, 16: 15})])
     assert not _like_the_labs_consumer(few, "librdkafka", "client", "join").holds
 

@@ -41,7 +41,7 @@ def test_every_newcomer_processed_a_message_after_its_start(first_run):
     checked = by_id(first_message.findings(summary))
     assert checked["all-newcomers-fed"].holds
     # a RocketMQ newcomer waits for nobody; a coordinator-era one for every member's rejoin (seconds apart)
-    assert checked["rocketmq-before-modern"].holds, checked["rocketmq-before-modern"]
+    assert checked["rocketmq-before-classic"].holds, checked["rocketmq-before-classic"]
     # TubeMQ's server balance: every DISCONNECT of the group is done before the newcomer's CONNECT
     server = summary[(summary.design == "tubemq-server") & (summary.change == "join")].iloc[0]
     assert bool(server.converged) and server.double_owned_partition_s == 0 and server.unowned_at_end == 0

@@ -15,7 +15,7 @@ def _line(actor, state, partitions, generation=None, gave_up=False) -> str:
 
 
 def test_a_zookeeper_era_group_converges_when_every_member_consumes_a_disjoint_cover():
-    watch = GroupWatch("legacy", partitions=4)
+    watch = GroupWatch("zookeeper", partitions=4)
     since = time.monotonic_ns()
     watch.update(_line("c1", "consuming", [0, 1]))
     assert watch.problem(["c1", "c2"], since) == "no rebalance seen yet from c2"
@@ -31,7 +31,7 @@ def test_a_zookeeper_era_group_converges_when_every_member_consumes_a_disjoint_c
 
 
 def test_lines_from_before_the_change_do_not_count_and_other_output_is_ignored():
-    watch = GroupWatch("legacy", partitions=1)
+    watch = GroupWatch("zookeeper", partitions=1)
     watch.update(_line("c1", "consuming", [0]))
     since = time.monotonic_ns()
     for noise in ("starting up", "[1, 2]", json.dumps({"state": "consuming"})):
@@ -40,7 +40,7 @@ def test_lines_from_before_the_change_do_not_count_and_other_output_is_ignored()
 
 
 def test_a_coordinator_era_group_must_also_agree_on_one_generation():
-    watch = GroupWatch("modern", partitions=2)
+    watch = GroupWatch("classic", partitions=2)
     since = time.monotonic_ns()
     watch.update(_line("c1", "stable", [0], generation=3))
     watch.update(_line("c2", "stable", [1], generation=2))
@@ -50,7 +50,7 @@ def test_a_coordinator_era_group_must_also_agree_on_one_generation():
 
 
 def test_a_member_that_gave_up_ends_the_wait_at_once_with_the_reason():
-    for design, state in (("legacy", "failed"), ("modern", "unjoined")):
+    for design, state in (("zookeeper", "failed"), ("classic", "unjoined")):
         watch = GroupWatch(design, partitions=2)
         since = time.monotonic_ns()
         watch.update(_line("c1", state, [], gave_up=True))
@@ -59,7 +59,7 @@ def test_a_member_that_gave_up_ends_the_wait_at_once_with_the_reason():
 
 
 def test_a_member_forgotten_is_missing_again():
-    watch = GroupWatch("legacy", partitions=1)
+    watch = GroupWatch("zookeeper", partitions=1)
     since = time.monotonic_ns()
     watch.update(_line("c1", "consuming", [0]))
     watch.forget("c1")
@@ -67,14 +67,14 @@ def test_a_member_forgotten_is_missing_again():
 
 
 def test_a_group_that_never_settles_is_given_up_on_at_the_limit_with_what_was_missing():
-    watch = GroupWatch("modern", partitions=2)
+    watch = GroupWatch("classic", partitions=2)
     since = time.monotonic_ns()
     watch.update(_line("c1", "completing_rebalance", [], generation=1))
     assert watch.wait_converged(["c1"], since, limit_s=0.2) == "c1 is completing_rebalance"
 
 
 def test_a_member_that_gave_up_is_the_reason_even_while_another_has_said_nothing_yet():
-    watch = GroupWatch("modern", partitions=2)
+    watch = GroupWatch("classic", partitions=2)
     since = time.monotonic_ns()
     watch.update(_line("c1", "unjoined", [], generation=-1, gave_up=True))  # c2 has printed nothing yet
     assert watch.problem(["c1", "c2"], since) == "c1 gave up rebalancing (c1 is unjoined)"

@@ -34,10 +34,10 @@ def _lab_resources() -> set:
 def test_ctrl_c_of_a_run_stops_the_trial_in_flight(tmp_path):
     before = _lab_resources()
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
-    proc = subprocess.Popen([sys.executable, "-m", "experiments", "run", "zombie", "--designs", "legacy",
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "run", "zombie", "--designs", "zookeeper",
                              "--out", str(tmp_path / "run")], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    progress = tmp_path / "run" / "trials" / "zombie-pause-legacy-n2-p4-s0-r0" / "progress.json"
+    progress = tmp_path / "run" / "trials" / "zombie-pause-zookeeper-n2-p4-s0-r0" / "progress.json"
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:

@@ -69,7 +69,7 @@ def _member(tmp_path, state, generation):
     from modern_coord.consumer import ModernConsumer
 
     config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9"})
-    consumer = ModernConsumer(config, ["t"], TraceRecorder(tmp_path, trial="t", design="modern", actor="c"))
+    consumer = ModernConsumer(config, ["t"], TraceRecorder(tmp_path, trial="t", design="classic", actor="c"))
     consumer.state, consumer.generation, consumer._rejoin_reason = state, generation, None
     return consumer
 

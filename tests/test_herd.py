@@ -52,44 +52,44 @@ def test_every_trial_ran_converged_and_passed_the_cross_check(herd_run):
     # every watcher the server triggered was heard, except the leaver's own watch on the ids node its close deletes,
     # which it says it will not hear (one per ZooKeeper-era leave; none in the coordinator era, which holds none)
     assert (summary.client_notifications + summary.client_unheard == summary.server_notifications).all()
-    expected_unheard = ((summary.design == "legacy") & (summary.change == "leave")).astype(int)
+    expected_unheard = ((summary.design == "zookeeper") & (summary.change == "leave")).astype(int)
     assert (summary.client_unheard == expected_unheard).all(), summary[["trial", "change", "client_unheard"]]
     assert (summary.gaps == 0).all()  # graceful changes lose nothing
 
 
 def test_zookeeper_era_notifies_every_consumer_and_every_consumer_reads_every_registration(herd_run):
     summary = herd_run[2]
-    legacy = summary[summary.design == "legacy"]
+    legacy = summary[summary.design == "zookeeper"]
     for row in legacy.itertuples():
         # a join tells the N members already there; a leave tells the N that stay (the leaver's own close
         # triggers its watch too, which it does not hear: `zk_watch_unheard`, counted by the cross-check)
         assert row.notifications_per_change >= row.consumers, row
     checked = by_id(herd.findings(summary))
     for change in ("join", "leave"):
-        told = herd.per_n(summary, "legacy", change, "notifications_per_change")
+        told = herd.per_n(summary, "zookeeper", change, "notifications_per_change")
         assert told.is_monotonic_increasing and told.iloc[-1] > told.iloc[0]
     for row in legacy.itertuples():
         # each of the members after the change rebalances at least once and reads every member's registration
         assert row.membership_reads_per_change >= row.members_after ** 2, row
         assert row.membership_reads_per_change < row.zk_requests_per_change, row
     for change in ("join", "leave"):
-        for fid in (f"legacy-{change}-notified", f"legacy-{change}-registration-reads-n2"):
+        for fid in (f"zookeeper-{change}-notified", f"zookeeper-{change}-registration-reads-n2"):
             assert checked[fid].holds, checked[fid]
 
 
 def test_coordinator_era_consumers_get_no_notification_and_linear_control_traffic(herd_run):
     summary = herd_run[2]
-    modern = summary[summary.design == "modern"]
+    modern = summary[summary.design == "classic"]
     assert (modern.notifications_per_change == 0).all()
     assert (modern.zk_requests_per_change == 0).all()
     assert (modern.broker_requests_per_change > 0).all()
     assert (modern.view_divergence == 1).all()  # one leader computes each generation's assignment
     for change in ("join", "leave"):
-        control = herd.per_n(summary, "modern", change, "control_messages_per_change")
+        control = herd.per_n(summary, "classic", change, "control_messages_per_change")
         assert herd.loglog_slope(control.index, control.values) <= herd.LINEAR_SLOPE_LIMIT, control.to_dict()
     checked = by_id(herd.findings(summary))
     for change in ("join", "leave"):
-        for fid in (f"modern-{change}-no-zookeeper", f"modern-{change}-linear-control"):
+        for fid in (f"classic-{change}-no-zookeeper", f"classic-{change}-linear-control"):
             assert checked[fid].holds, checked[fid]
 
 
@@ -113,20 +113,20 @@ def test_kip848_touches_only_the_members_whose_share_moves(herd_run):
     """KIP-848: no ZooKeeper, one target per group epoch, and no group-wide stop: the others revoke at most the
     partitions that move (on a leave, none), where the eager coordinator era revokes everything it owns."""
     summary = herd_run[2]
-    kip848 = summary[summary.design == "modern-kip848"]
+    kip848 = summary[summary.design == "consumer-848"]
     assert len(kip848) == 2 * len(NS)
     assert (kip848.notifications_per_change == 0).all() and (kip848.zk_requests_per_change == 0).all()
     assert (kip848.view_divergence.fillna(1) == 1).all()
     assert (kip848.partitions_revoked.fillna(0) <= kip848.partitions_moved.fillna(0)).all(), \
         kip848[["consumers", "change", "partitions_revoked", "partitions_moved"]]
     assert (kip848[kip848.change == "leave"].partitions_revoked.fillna(0) == 0).all()
-    eager = summary[(summary.design == "modern") & (summary.change == "join")].set_index("consumers")
+    eager = summary[(summary.design == "classic") & (summary.change == "join")].set_index("consumers")
     for row in kip848[kip848.change == "join"].itertuples():
         assert (row.partitions_revoked or 0) < eager.loc[row.consumers, "partitions_revoked"], row
     checked = by_id(herd.findings(summary))
     for change in ("join", "leave"):
-        for fid in (f"modern-kip848-{change}-no-zookeeper", f"modern-kip848-{change}-linear-control",
-                    f"modern-kip848-{change}-revokes-only-moving"):
+        for fid in (f"consumer-848-{change}-no-zookeeper", f"consumer-848-{change}-linear-control",
+                    f"consumer-848-{change}-revokes-only-moving"):
             assert checked[fid].holds, checked[fid]
 
 

@@ -45,13 +45,13 @@ def test_slices_cut_the_group_in_even_contiguous_runs():
 
 
 def test_a_spec_spreads_only_a_shared_group_over_at_most_n_tasks():
-    spec = TrialSpec("herd", "modern", 4, 8, host_tasks=2)
-    assert spec.trial_id == "herd-modern-n4-h2-p8-s0-r0"
+    spec = TrialSpec("herd", "classic", 4, 8, host_tasks=2)
+    assert spec.trial_id == "herd-classic-n4-h2-p8-s0-r0"
     assert TrialSpec.from_row(spec.as_row()) == spec
     with pytest.raises(LabError, match="host_tasks=5"):
-        TrialSpec("herd", "modern", 4, 8, host_tasks=5)
+        TrialSpec("herd", "classic", 4, 8, host_tasks=5)
     with pytest.raises(LabError, match="shared layout"):
-        TrialSpec("zombie", "modern", 4, 8, host_tasks=2, layout="spread")
+        TrialSpec("zombie", "classic", 4, 8, host_tasks=2, layout="spread")
 
 
 def _cmdline(pid: int) -> str:
@@ -77,7 +77,7 @@ def _left_behind(trial: str) -> list[str]:
 @pytest.fixture(scope="module")
 def spread_run(spark, tmp_path_factory):
     before = set(find_leaks())
-    specs = [replace(s, host_tasks=2) for s in herd.grid("standard", ("legacy", "modern"), [4], partitions=8)]
+    specs = [replace(s, host_tasks=2) for s in herd.grid("standard", ("zookeeper", "classic"), [4], partitions=8)]
     return (*run_experiment(spark, tmp_path_factory.mktemp("spread"), specs), before)
 
 
@@ -101,7 +101,7 @@ def test_a_group_in_two_host_tasks_converges_as_a_local_one(spread_run):
 
 
 def test_a_host_that_cannot_start_fails_its_trial_with_the_reason(spark, tmp_path):
-    spec = TrialSpec("herd", "modern", 2, 4, host_tasks=2, overrides=("session.timeout.ms=soon",))
+    spec = TrialSpec("herd", "classic", 2, 4, host_tasks=2, overrides=("session.timeout.ms=soon",))
     before = set(find_leaks())
     run_dir, _, summary = run_experiment(spark, tmp_path / "run", [spec])
     reason = summary.reason.iloc[0]
@@ -111,7 +111,7 @@ def test_a_host_that_cannot_start_fails_its_trial_with_the_reason(spark, tmp_pat
 
 
 def test_more_host_tasks_than_task_slots_fail_at_once_with_what_to_do(spark, tmp_path):
-    spec = TrialSpec("herd", "modern", 3, 4, host_tasks=3)  # the module's session is local[2]
+    spec = TrialSpec("herd", "classic", 3, 4, host_tasks=3)  # the module's session is local[2]
     before = set(find_leaks())
     run_dir, _, summary = run_experiment(spark, tmp_path / "run", [spec])
     reason = summary.reason.iloc[0]
@@ -131,7 +131,7 @@ def _host_pid(trial: str, first: int) -> int | None:
 def test_a_host_that_dies_fails_its_trial_at_once_with_the_reason(spark, tmp_path):
     """A host killed mid-trial (its machine lost): the trial stops waiting for a group that cannot converge, and
     says which host went and how, rather than waiting out the runner's limit."""
-    spec = TrialSpec("herd", "modern", 4, 8, host_tasks=2, converge_limit_s=600)
+    spec = TrialSpec("herd", "classic", 4, 8, host_tasks=2, converge_limit_s=600)
     before = set(find_leaks())
     outcome = {}
     runner = threading.Thread(target=lambda: outcome.update(run=run_experiment(spark, tmp_path / "run", [spec])))
@@ -155,10 +155,10 @@ def test_a_host_that_dies_fails_its_trial_at_once_with_the_reason(spark, tmp_pat
 def test_ctrl_c_stops_a_spread_trial_and_its_host_tasks(tmp_path):
     """Ctrl-C while the group's hosts run in their tasks: the run ends, and nothing of the trial is left, on the
     driver or in the tasks."""
-    trial = "herd-modern-n4-h2-p8-s0-r0"
+    trial = "herd-classic-n4-h2-p8-s0-r0"
     before = set(lab_processes())
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
-    proc = subprocess.Popen([sys.executable, "-m", "experiments", "run", "herd", "--designs", "modern",
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "run", "herd", "--designs", "classic",
                              "--consumers", "4", "--partitions", "8", "--host-tasks", "2", "--master", "local[2]",
                              "--out", str(tmp_path / "run")], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -181,7 +181,7 @@ def test_a_lab_kip848_consumer_and_librdkafka_share_a_consumer_group_and_one_tak
     from modern_coord.config import ConsumerConfig
     from modern_coord.kip848_consumer import Kip848Consumer
 
-    trace = TraceRecorder(cluster.dir, trial="t", design="modern-kip848", actor="lab-1")
+    trace = TraceRecorder(cluster.dir, trial="t", design="consumer-848", actor="lab-1")
     lab = Kip848Consumer(ConsumerConfig.from_dict({
         "group.id": "kip848", "bootstrap.servers": cluster.bootstrap, "client.id": "lab-1",
         "group.protocol": "consumer", "auto.offset.reset": "earliest"}), ["t"], trace, name="lab-1").start()
@@ -297,7 +297,7 @@ def test_a_lab_consumer_kafka_python_and_librdkafka_in_one_group_agree_and_a_lea
     from modern_coord.consumer import ModernConsumer
 
     partitions = {("t", p) for p in range(PARTITIONS)}
-    trace = TraceRecorder(cluster.dir, trial="t", design="modern", actor="lab-1")
+    trace = TraceRecorder(cluster.dir, trial="t", design="classic", actor="lab-1")
     lab = ModernConsumer(ConsumerConfig.from_dict({
         "group.id": "mixed", "bootstrap.servers": cluster.bootstrap, "client.id": "lab-1",
         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",

@@ -34,7 +34,7 @@ class Calls(RebalanceListener):
 def consumer(tmp_path):
     config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9",
                                        "group.protocol": "consumer", "client.id": "c1"})
-    trace = TraceRecorder(tmp_path, trial="t", design="modern-kip848", actor="c1")
+    trace = TraceRecorder(tmp_path, trial="t", design="consumer-848", actor="c1")
     calls = Calls()
     c = Kip848Consumer(config, ["t"], trace, name="c1", listener=calls)
     answers = {"OffsetCommit": {"error_code": 0}}

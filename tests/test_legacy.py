@@ -29,7 +29,7 @@ class Group:
 
     def add(self, name: str, connect: str | None = None, **overrides) -> LegacyConsumer:
         props = {"group.id": GROUP, "zookeeper.connect": connect or self.cluster.connect, **FAST, **overrides}
-        trace = TraceRecorder(self.cluster.dir, trial="t", design="legacy", actor=name)
+        trace = TraceRecorder(self.cluster.dir, trial="t", design="zookeeper", actor=name)
         consumer = LegacyConsumer(ConsumerConfig.from_dict(props), ["t"], trace).start()
         self.consumers.append(consumer)
         self.traces.append(trace)
@@ -243,7 +243,7 @@ def test_consumers_cli_prints_rebalances_and_leaves_nothing_after_ctrl_c(cluster
     from lab_cluster.leaks import find_leaks
 
     repo = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "-m", "experiments", "consumers", "--design", "legacy",
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "consumers", "--design", "zookeeper",
                              "--zk", cluster.connect, "--group", GROUP, "--topic", "t", "--count", "2",
                              "--config", "rebalance.backoff.ms=200"],
                             cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo), COLUMNS="200"),
@@ -471,7 +471,7 @@ def test_registration_waits_for_a_leftover_ids_node_and_never_deletes_it(cluster
     path = znodes.consumer_path(GROUP, "g_lab-2")
     leftover.create(path, b'{"version":1,"subscription":{"t":1},"pattern":"static","timestamp":"1"}',
                     ephemeral=True, makepath=True)
-    trace = TraceRecorder(cluster.dir, trial="t", design="legacy", actor="c1")
+    trace = TraceRecorder(cluster.dir, trial="t", design="zookeeper", actor="c1")
     config = ConsumerConfig.from_dict({"group.id": GROUP, "zookeeper.connect": cluster.connect, **FAST,
                                        "consumer.id": "g_lab-2"})
     consumer = LegacyConsumer(config, ["t"], trace)

@@ -142,16 +142,16 @@ def test_the_published_report_reproduces_its_own_findings():
 def test_a_run_that_lost_a_finding_says_which(tmp_path):
     summary = published.published_summary()
     # the coordinator era's zombie commits, all accepted: its fencing findings no longer hold
-    zombie_modern = (summary.experiment == "zombie") & (summary.design == "modern")
+    zombie_modern = (summary.experiment == "zombie") & (summary.design == "classic")
     summary.loc[zombie_modern, "zombie_commits_accepted"] = 3
     outcomes = published.compare(summary, published.published_computed())
     lost = [(o.experiment, o.finding) for o in outcomes if o.published and not o.here]
-    assert lost == [("zombie", "modern-pause-fenced"), ("zombie", "modern-cut-fenced")]
+    assert lost == [("zombie", "classic-pause-fenced"), ("zombie", "classic-cut-fenced")]
     stated = _stated()
     assert published.verdict(outcomes) == f"{stated - 2} of {stated} findings of the published report reproduced"
     saved = pd.read_csv(published.save(outcomes, tmp_path))
     assert len(saved) == stated and (~saved.here).sum() == 2
-    assert list(saved[~saved.here].finding) == ["modern-pause-fenced", "modern-cut-fenced"]
+    assert list(saved[~saved.here].finding) == ["classic-pause-fenced", "classic-cut-fenced"]
 
 
 def _copy_of_published_run(tmp_path: Path) -> Path:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.spark
 S = 1_000_000_000  # ns per second
 
 
-def _write(trial_dir, trial: str, actor: str, events: list[tuple], design="legacy", close=True):
+def _write(trial_dir, trial: str, actor: str, events: list[tuple], design="zookeeper", close=True):
     """events: (seconds, kind, {column or field: value})."""
     path = trial_dir / "traces" / f"{actor}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,13 +99,13 @@ def traces(tmp_path_factory):
         *[(1.0 + i / 10, "processed", {"topic": "t", "partition": 0, "offset": i}) for i in range(6)],
         (7.1, "processed", {"topic": "t", "partition": 0, "offset": 6}),  # 5.6 s after offset 5: a new stretch,
         (7.3, "processed", {"topic": "t", "partition": 0, "offset": 7})],  # 7.1-7.3, beside c2's 7.0-7.4
-        design="modern")
+        design="classic")
     _write(b, "zombie", "c2", [
         (0.6, "consumer_start", {"config": {}}),
         (6.0, "assigned", {"partitions": [["t", 0]]}),
         (9.0, "commit", {"topic": "t", "partition": 0, "offset": 8, "outcome": "accepted"}),
         *[(7.0 + i / 10, "processed", {"topic": "t", "partition": 0, "offset": o})
-          for i, o in enumerate([4, 5, 6, 7, 9])]], design="modern")
+          for i, o in enumerate([4, 5, 6, 7, 9])]], design="classic")
     _write(b, "zombie", "producer", [(0.7, "produced", {"topic": "t", "partition": 0, "offset": i})
                                      for i in range(12)], design="cluster")
     # -- trial "rocket": RocketMQ's j1 joins at 2 s; every broker pushes to both members ------------
@@ -185,7 +185,7 @@ def traces(tmp_path_factory):
                          "members": ["c1", "c2"]}),
         (10.0, "change", {"index": 2, "change": "restart", "member": "c2", "members_before": 2, "members_after": 2,
                           "members": ["c1", "c2"]}),
-        (20.0, "end", {})], design="modern")
+        (20.0, "end", {})], design="classic")
     _write(st, "storm", "c1", [
         (0.6, "consumer_start", {"config": {}}),
         (1.0, "assigned", {"partitions": [["t", 0]], "generation": 1}),
@@ -198,26 +198,26 @@ def traces(tmp_path_factory):
         (11.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "generation": 2}),
         (11.5, "revoked", {"partitions": [], "generation": 2}),  # names no partition: not a revocation
         (12.5, "revoked", {"partitions": [["t", 1]], "generation": 2}),
-        (13.0, "assigned", {"partitions": [["t", 0]], "generation": 3})], design="modern")
+        (13.0, "assigned", {"partitions": [["t", 0]], "generation": 3})], design="classic")
     _write(st, "storm", "c2", [
         (0.6, "consumer_start", {"config": {}}),
         (1.0, "assigned", {"partitions": [["t", 1]], "generation": 1}),
         (10.2, "trace_close", {"events": 3}),  # stopped without a `revoked` (as a ZooKeeper-era consumer does)
         (11.0, "trace_open", {"pid": 3}),
         (11.0, "consumer_start", {"config": {}}),
-        (13.0, "assigned", {"partitions": [["t", 1]], "generation": 3})], design="modern")
+        (13.0, "assigned", {"partitions": [["t", 1]], "generation": 3})], design="classic")
     # -- trial "rounds": ZooKeeper-era views and TubeMQ's master's rebalance ids as rebalance rounds -----
     ro = root / "rounds"
     _write(ro, "rounds", "scenario", [
         (0.5, "setup", {"topic": "t", "partitions": 2}),
         (2.0, "change", {"index": 1, "change": "join", "member": "c9", "members_before": 2, "members_after": 2}),
-        (9.0, "end", {})], design="legacy")
+        (9.0, "end", {})], design="zookeeper")
     _write(ro, "rounds", "c1", [
         (0.6, "consumer_start", {"config": {}}),
         (1.0, "assigned", {"partitions": [["t", 0]], "view": 4}),
         (3.0, "assigned", {"partitions": [["t", 0]], "view": 5}),
         (3.5, "assigned", {"partitions": [["t", 0]], "view": 5}),  # a retry from the same view: the same round
-        (4.0, "assigned", {"partitions": [["t", 0]], "view": 6})], design="legacy")
+        (4.0, "assigned", {"partitions": [["t", 0]], "view": 6})], design="zookeeper")
     _write(ro, "rounds", "c2", [
         (0.6, "consumer_start", {"config": {}}),
         (1.0, "assigned", {"partitions": [["t", 1]], "view": "master"}),

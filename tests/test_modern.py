@@ -33,7 +33,7 @@ class Group:
     def add(self, name: str, listener: RebalanceListener | None = None, **overrides) -> ModernConsumer:
         props = {"group.id": GROUP, "bootstrap.servers": self.cluster.bootstrap, "client.id": name, **FAST,
                  **overrides}
-        trace = TraceRecorder(self.cluster.dir, trial="t", design="modern", actor=name)
+        trace = TraceRecorder(self.cluster.dir, trial="t", design="classic", actor=name)
         self.traces.append(trace)
         consumer = ModernConsumer(ConsumerConfig.from_dict(props), ["t"], trace, name=name, listener=listener)
         self.members[name] = consumer
@@ -313,7 +313,7 @@ def test_consumers_cli_prints_generations_and_leaves_nothing_after_ctrl_c(cluste
     from lab_cluster.leaks import find_leaks
 
     repo = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "-m", "experiments", "consumers", "--design", "modern",
+    proc = subprocess.Popen([sys.executable, "-m", "experiments", "consumers", "--design", "classic",
                              "--bootstrap", cluster.bootstrap, "--group", GROUP, "--topic", "t", "--count", "2",
                              "--config", "session.timeout.ms=6000", "--config", "heartbeat.interval.ms=500"],
                             cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo), COLUMNS="200"),
@@ -343,7 +343,7 @@ def test_consumers_cli_refuses_a_missing_bootstrap_clearly():
     import sys
     from pathlib import Path
 
-    result = subprocess.run([sys.executable, "-m", "experiments", "consumers", "--design", "modern", "--group", "g",
+    result = subprocess.run([sys.executable, "-m", "experiments", "consumers", "--design", "classic", "--group", "g",
                              "--topic", "t"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 2 and "needs --bootstrap" in result.stderr and "Traceback" not in result.stderr

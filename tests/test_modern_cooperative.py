@@ -124,7 +124,7 @@ def test_each_strategy_is_told_what_the_member_owns_now_but_eager_sticky_its_las
     def member(strategy):
         config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9",
                                            "partition.assignment.strategy": strategy})
-        consumer = ModernConsumer(config, ["t"], TraceRecorder(tmp_path, trial="t", design="modern", actor=strategy))
+        consumer = ModernConsumer(config, ["t"], TraceRecorder(tmp_path, trial="t", design="classic", actor=strategy))
         consumer.generation = Generation(4, "m", "x")
         consumer._last_owned, consumer._last_owned_generation = [("t", 0), ("t", 1)], 4
         return consumer

@@ -52,7 +52,7 @@ class Group:
     def add(self, name: str, **overrides) -> Kip848Consumer:
         props = {"group.id": GROUP, "bootstrap.servers": self.cluster.bootstrap, "client.id": name, **FAST,
                  **overrides}
-        trace = TraceRecorder(self.cluster.dir, trial="t", design="modern-kip848", actor=name)
+        trace = TraceRecorder(self.cluster.dir, trial="t", design="consumer-848", actor=name)
         self.traces.append(trace)
         self.members[name] = Kip848Consumer(ConsumerConfig.from_dict(props), ["t"], trace, name=name)
         return self.members[name].start()

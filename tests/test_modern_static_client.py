@@ -124,7 +124,7 @@ class Revocations(RebalanceListener):
 def member(tmp_path, coordinator: Coordinator, instance: str | None = "i-1", **props) -> ModernConsumer:
     """A consumer never started, its poll loop's and heartbeat thread's connections both `coordinator`."""
     cfg = config(client_id="c1", **({"group_instance_id": instance} if instance else {}), **props)
-    consumer = ModernConsumer(cfg, ["t"], TraceRecorder(tmp_path, trial="t", design="modern", actor="c1"),
+    consumer = ModernConsumer(cfg, ["t"], TraceRecorder(tmp_path, trial="t", design="classic", actor="c1"),
                               name="c1", listener=Revocations())
     consumer._coordinator = ("127.0.0.1", 9)
     consumer._coord_client = consumer._hb_client = coordinator

@@ -8,12 +8,12 @@ from experiments.cli import run as run_cmd
 
 
 def _summary() -> pd.DataFrame:
-    row = {"trial": "herd-legacy-n128-p256-s0-r0", "design": "legacy", "consumers": 128, "change": "join",
+    row = {"trial": "herd-zookeeper-n128-p256-s0-r0", "design": "zookeeper", "consumers": 128, "change": "join",
            "status": "failed", "reason": "the initial group did not converge within 90 s: c44 is rebalancing",
            "notifications_per_change": None, "zk_requests_per_change": None,
            "broker_requests_per_change": None, "rebalance_attempts": None, "owner_conflicts": None,
            "convergence_ms": None, "unowned_partition_s": None}
-    return pd.DataFrame([row, {**row, "trial": "herd-modern-n128-p256-s0-r0", "design": "modern", "status": "ok",
+    return pd.DataFrame([row, {**row, "trial": "herd-classic-n128-p256-s0-r0", "design": "classic", "status": "ok",
                                "reason": "", "broker_requests_per_change": 723, "convergence_ms": 2510.4}])
 
 
@@ -22,9 +22,9 @@ def test_results_table_is_not_cut_when_written_to_a_file(capsys, monkeypatch):
     run_cmd._print_table(run_cmd._console(), _summary())
     out = capsys.readouterr().out
     assert "…" not in out, out
-    for text in ("legacy", "modern", "failed", "broker req.", "723", "2,510"):
+    for text in ("zookeeper", "classic", "failed", "broker req.", "723", "2,510"):
         assert text in out, out
-    assert "herd-legacy-n128-p256-s0-r0: the initial group did not converge within 90 s: c44 is rebalancing" in out
+    assert "herd-zookeeper-n128-p256-s0-r0: the initial group did not converge within 90 s: c44 is rebalancing" in out
 
 
 def test_columns_still_set_the_width(capsys, monkeypatch):
@@ -49,17 +49,17 @@ def test_the_tours_closing_shows_the_headline_the_findings_it_checked_and_the_re
     monkeypatch.setenv("COLUMNS", "250")
     summary = published.published_summary()
     summary = summary[summary.experiment.isin(["herd", "split_brain", "zombie"])
-                      & summary.design.isin(["legacy", "modern"])]
+                      & summary.design.isin(["zookeeper", "classic"])]
     outcomes = published.compare(summary, {})
     run_cmd._tour_closing(run_cmd._console(), summary, outcomes)
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert [c.strip() for c in lines[2].split("┃")[2:4]] == ["legacy", "modern"]  # a column per design run
+    assert [c.strip() for c in lines[2].split("┃")[2:4]] == ["zookeeper", "classic"]  # a column per design run
     row = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]] for line in lines
            if line.startswith("│ herd")}
     # one join at N=32: the ZooKeeper era's requests and notifications, none for the coordinator
     assert row["herd: ZooKeeper requests for one join at N"] == ["1,845", "0"]
     assert row["herd: notifications for one join at N"] == ["32", "0"]
-    assert "herd/legacy-join-notified" in out and "zombie/modern-cut-fenced" in out
-    assert "herd/modern-kip848-join-revokes-only-moving" not in out  # KIP-848 was left out of this summary
+    assert "herd/zookeeper-join-notified" in out and "zombie/classic-cut-fenced" in out
+    assert "herd/consumer-848-join-revokes-only-moving" not in out  # KIP-848 was left out of this summary
     assert "python -m experiments reproduce --profile standard (about" in out

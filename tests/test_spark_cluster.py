@@ -68,9 +68,9 @@ def test_two_workers_register_on_loopback(cluster):
 
 
 def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
-    out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "legacy,modern", "--consumers", "2")
+    out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "zookeeper,classic", "--consumers", "2")
     summary = pd.read_csv(out / "summary.csv")
-    assert set(summary.design) == {"legacy", "modern"} and set(summary.status) == {"ok"}, summary.reason.tolist()
+    assert set(summary.design) == {"zookeeper", "classic"} and set(summary.status) == {"ok"}, summary.reason.tolist()
     # the trials ran in the cluster's executors (a task's working dir is its executor's, under its worker's
     # work dir), not in a local[*] driver
     ran_in = pd.read_parquet(out / "results" / "trials.parquet").spark_task_dir.tolist()
@@ -83,7 +83,7 @@ def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
 def test_a_trials_group_spreads_over_the_clusters_executors(cluster, tmp_path):
     """`--host-tasks 2`: the group's two hosts run as a barrier stage's tasks, one on each worker's executor,
     while the trial runs on the driver (`experiments/engine/host_tasks.py`)."""
-    out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "modern", "--consumers", "4",
+    out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "classic", "--consumers", "4",
                         "--host-tasks", "2")
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary.status) == {"ok"} and set(summary.hosts) == {3}, summary.reason.tolist()

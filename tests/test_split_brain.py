@@ -48,21 +48,21 @@ def test_every_trial_ran_and_the_membership_changes_passed_the_cross_check(split
 
 def test_with_a_lagging_follower_zookeeper_era_consumers_compute_from_different_views(split_run):
     summary = split_run[2]
-    legacy = summary[summary.design == "legacy"].iloc[0]
+    legacy = summary[summary.design == "zookeeper"].iloc[0]
     # assignments computed from different memberships are in effect at once (stale *reads* are counted
     # apart, `stale_views`; this scenario need not produce them: see REPORT.md)
     assert legacy.view_divergence > 1, legacy.to_dict()
     assert legacy.owner_conflicts + legacy.rebalance_failures > 0, legacy.to_dict()
-    assert by_id(split_brain.findings(summary))["legacy-lagging-views-diverge"].holds
+    assert by_id(split_brain.findings(summary))["zookeeper-lagging-views-diverge"].holds
 
 
 def test_the_coordinator_era_computes_from_one_view_per_generation(split_run):
     run_dir, _, summary = split_run
-    modern = summary[summary.design == "modern"].iloc[0]
+    modern = summary[summary.design == "classic"].iloc[0]
     assert modern.view_divergence == 1 and modern.stale_views == 0 and modern.notifications_per_change == 0
     # every generation's leader assignment, read back from the traces: one member list per generation
     members_by_generation: dict[int, set[str]] = {}
-    for path in (run_dir / "trials").glob("*modern*/traces/c*.jsonl"):
+    for path in (run_dir / "trials").glob("*classic*/traces/c*.jsonl"):
         for line in path.read_text().splitlines():
             event = json.loads(line)
             if event["kind"] == "leader_assignment":
@@ -75,11 +75,11 @@ def test_the_coordinator_era_computes_from_one_view_per_generation(split_run):
 
 def test_kip848_coordinator_computes_one_target_per_group_epoch(split_run):
     run_dir, _, summary = split_run
-    kip848 = summary[summary.design == "modern-kip848"].iloc[0]
+    kip848 = summary[summary.design == "consumer-848"].iloc[0]
     assert kip848.view_divergence == 1 and kip848.notifications_per_change == 0, kip848.to_dict()
     # every target assignment the coordinator computed, read back from the brokers' traces
     members_by_epoch: dict[int, set[str]] = {}
-    for path in (run_dir / "trials").glob("*modern-kip848*/traces/broker-*.jsonl"):
+    for path in (run_dir / "trials").glob("*consumer-848*/traces/broker-*.jsonl"):
         for line in path.read_text().splitlines():
             event = json.loads(line)
             if event["kind"] == "target_assignment":
@@ -87,7 +87,7 @@ def test_kip848_coordinator_computes_one_target_per_group_epoch(split_run):
                 members_by_epoch.setdefault(event["generation"], set()).add(members)
     assert len(members_by_epoch) >= 2, members_by_epoch  # the group's formation and the churn's
     assert all(len(views) == 1 for views in members_by_epoch.values()), members_by_epoch
-    assert by_id(split_brain.findings(summary))["modern-kip848-one-view"].holds
+    assert by_id(split_brain.findings(summary))["consumer-848-one-view"].holds
 
 
 def test_with_a_lagging_broker_rocketmq_consumers_allocate_from_different_id_lists(split_run):

@@ -123,26 +123,26 @@ def test_the_registry_is_what_specs_and_the_cross_check_read():
     assert VICTIM_STEPS == FAULT_STEPS | {"depart"}
     assert SPREAD_STEPS == VICTIM_STEPS | {"restart"}
     with pytest.raises(LabError, match="Unknown scenario step"):
-        TrialSpec("herd", "legacy", 2, 4, steps=("join", "crash"))
+        TrialSpec("herd", "zookeeper", 2, 4, steps=("join", "crash"))
     with pytest.raises(LabError, match="act on the victim c1, which needs a process of its own"):
-        TrialSpec("zombie", "legacy", 2, 4, steps=("pause",))
+        TrialSpec("zombie", "zookeeper", 2, 4, steps=("pause",))
     with pytest.raises(LabError, match="A member override is ACTOR:KEY=VALUE"):
         TrialSpec("herd", "tubemq", 2, 4, member_overrides=("nodeId=0",))
 
 
 def test_a_parameter_belongs_to_the_set_up_or_to_a_step_of_the_trial():
-    spec = TrialSpec("zombie", "legacy", 2, 4, layout="spread", steps=("pause", "resume"), params={"hold_s": 7.5})
+    spec = TrialSpec("zombie", "zookeeper", 2, 4, layout="spread", steps=("pause", "resume"), params={"hold_s": 7.5})
     assert spec.param("hold_s") == 7.5 and spec.param("churn_gap_s") == 0.5  # given, and the churn step's default
     with pytest.raises(LabError, match="for the step\\(s\\) churn, and this trial has none"):
-        TrialSpec("herd", "legacy", 2, 4, steps=("join", "leave"), params={"churn_gap_s": 0.25})
+        TrialSpec("herd", "zookeeper", 2, 4, steps=("join", "leave"), params={"churn_gap_s": 0.25})
     with pytest.raises(LabError, match="Unknown trial parameter 'hold_ms'"):
-        TrialSpec("zombie", "legacy", 2, 4, layout="spread", steps=("pause",), params={"hold_ms": 1})
+        TrialSpec("zombie", "zookeeper", 2, 4, layout="spread", steps=("pause",), params={"hold_ms": 1})
     with pytest.raises(LabError, match="needs an ensemble"):
-        TrialSpec("split_brain", "legacy", 2, 4, steps=("churn",), params={"follower_delay_ms": 500})
+        TrialSpec("split_brain", "zookeeper", 2, 4, steps=("churn",), params={"follower_delay_ms": 500})
 
 
 def test_a_grid_row_carries_every_parameter_and_reads_back_as_the_same_spec():
-    spec = TrialSpec("split_brain", "modern", 3, 6, zk_servers=3, layout="spread", steps=("churn",),
+    spec = TrialSpec("split_brain", "classic", 3, 6, zk_servers=3, layout="spread", steps=("churn",),
                      params={"follower_delay_ms": 1000, "churn_gap_s": 0.25}, member_overrides=("j1:x=y",))
     row = spec.as_row()
     assert (row["follower_delay_ms"], row["churn_gap_s"], row["hold_s"]) == (1000, 0.25, 0.0)
@@ -162,8 +162,8 @@ def test_a_rolling_restart_restarts_each_of_the_groups_own_consumers_in_turn_and
 
 def test_a_restart_needs_each_consumer_in_its_own_process_and_takes_its_down_time_and_gap():
     with pytest.raises(LabError, match="act on the group's own consumers one at a time"):
-        TrialSpec("storm", "legacy", 2, 4, steps=("restart", "restart"))
-    spec = TrialSpec("storm", "legacy", 2, 4, layout="spread", steps=("restart", "restart"),
+        TrialSpec("storm", "zookeeper", 2, 4, steps=("restart", "restart"))
+    spec = TrialSpec("storm", "zookeeper", 2, 4, layout="spread", steps=("restart", "restart"),
                      params={"restart_down_s": 0.5})
     assert (spec.param("restart_down_s"), spec.param("restart_gap_s")) == (0.5, 2.0)
     assert TrialSpec.from_row(spec.as_row()) == spec

@@ -73,10 +73,10 @@ def test_every_finding_of_the_tour_holds_on_its_traces(analysed):
 
 def test_the_headline_shows_the_herd_in_the_zookeeper_era_only(analysed):
     rows = headline(analysed).set_index("design")
-    assert rows.loc["legacy", "zk_requests"] > 0 and rows.loc["legacy", "notifications"] >= rows.loc["legacy",
+    assert rows.loc["zookeeper", "zk_requests"] > 0 and rows.loc["zookeeper", "notifications"] >= rows.loc["zookeeper",
                                                                                                      "herd_n"]
-    for design in ("modern", "modern-kip848"):
+    for design in ("classic", "consumer-848"):
         assert rows.loc[design, "zk_requests"] == 0 and rows.loc[design, "notifications"] == 0
-    assert rows.loc["legacy", "zombie_accepted"] > 0 and rows.loc["modern", "zombie_accepted"] == 0
-    assert rows.loc["modern", "zombie_fenced"] > 0
-    assert rows.loc["modern-kip848", "members_stopped"] < rows.loc["modern", "members_stopped"]
+    assert rows.loc["zookeeper", "zombie_accepted"] > 0 and rows.loc["classic", "zombie_accepted"] == 0
+    assert rows.loc["classic", "zombie_fenced"] > 0
+    assert rows.loc["consumer-848", "members_stopped"] < rows.loc["classic", "members_stopped"]

@@ -20,7 +20,7 @@ from experiments.engine.finding import by_id
 
 pytestmark = [pytest.mark.storm, pytest.mark.long, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-kip848", "kafka-python", "librdkafka")
+DESIGNS = ("zookeeper", "classic", "classic-static", "classic-coop", "consumer-848", "kafka-python", "librdkafka")
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +43,10 @@ def test_a_rolling_restart_converges_in_every_design_and_each_restart_is_a_windo
 def test_static_members_bounce_without_a_rebalance_and_eager_ones_stop_the_group(storm_run):
     _, _, summary = storm_run
     checked = by_id(storm.findings(summary))
-    for finding in ("modern-static-bounce-no-rebalance", "legacy-restart-stops-everyone",
-                    "modern-restart-stops-everyone", "legacy-more-rounds-than-static",
-                    "modern-more-rounds-than-static", "modern-coop-revokes-only-moving", "modern-coop-more-rounds",
-                    "modern-kip848-revokes-only-moving",
+    for finding in ("classic-static-bounce-no-rebalance", "zookeeper-restart-stops-everyone",
+                    "classic-restart-stops-everyone", "zookeeper-more-rounds-than-static",
+                    "classic-more-rounds-than-static", "classic-coop-revokes-only-moving", "classic-coop-more-rounds",
+                    "consumer-848-revokes-only-moving",
                     # the real clients, eager (range) on the same coordinator: a group-wide stop per restart
                     "kafka-python-restart-stops-everyone", "librdkafka-restart-stops-everyone",
                     "kafka-python-more-rounds-than-static", "librdkafka-more-rounds-than-static",

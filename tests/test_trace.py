@@ -20,12 +20,12 @@ def _lines(path):
 
 
 def test_a_trace_opens_records_and_closes(tmp_path):
-    with TraceRecorder(tmp_path, trial="t1", design="legacy", actor="c1") as trace:
+    with TraceRecorder(tmp_path, trial="t1", design="zookeeper", actor="c1") as trace:
         trace.record("processed", topic="t", partition=2, offset=41)
         trace.record("view", members=["c1", "c2"], cversion=7)
     events = _lines(trace_path(tmp_path, "c1"))
     assert [e["kind"] for e in events] == ["trace_open", "processed", "view", "trace_close"]
-    assert all(e["trial"] == "t1" and e["design"] == "legacy" and e["actor"] == "c1" for e in events)
+    assert all(e["trial"] == "t1" and e["design"] == "zookeeper" and e["actor"] == "c1" for e in events)
     assert events[1]["topic"] == "t" and events[1]["partition"] == 2 and events[1]["offset"] == 41
     assert json.loads(events[2]["fields"]) == {"cversion": 7, "members": ["c1", "c2"]}
     ts = [e["ts_ns"] for e in events]
@@ -34,7 +34,7 @@ def test_a_trace_opens_records_and_closes(tmp_path):
 
 
 def test_many_threads_lose_nothing(tmp_path):
-    trace = TraceRecorder(tmp_path, trial="t", design="modern", actor="c1", flush_interval_s=0.01)
+    trace = TraceRecorder(tmp_path, trial="t", design="classic", actor="c1", flush_interval_s=0.01)
 
     def work(n):
         for i in range(2000):
@@ -55,7 +55,7 @@ def test_many_threads_lose_nothing(tmp_path):
 _CHILD = """
 import sys, threading
 from lab_cluster.trace import TraceRecorder
-t = TraceRecorder(sys.argv[1], trial="t", design="legacy", actor="child", flush_interval_s=60)
+t = TraceRecorder(sys.argv[1], trial="t", design="zookeeper", actor="child", flush_interval_s=60)
 t.record("processed", topic="t", partition=0, offset=0)
 print("READY", flush=True)
 threading.Event().wait()
@@ -76,9 +76,9 @@ def test_a_signalled_process_flushes_and_closes_its_trace(tmp_path, sig):
 @pytest.mark.spark
 class TestReader:
     def _trial(self, tmp_path, *, close_consumer=True, phantom=False, killed=False):
-        producer = TraceRecorder(tmp_path, trial="t", design="legacy", actor="producer")
-        consumer = TraceRecorder(tmp_path, trial="t", design="legacy", actor="c1")
-        faults = TraceRecorder(tmp_path, trial="t", design="legacy", actor="faults")
+        producer = TraceRecorder(tmp_path, trial="t", design="zookeeper", actor="producer")
+        consumer = TraceRecorder(tmp_path, trial="t", design="zookeeper", actor="c1")
+        faults = TraceRecorder(tmp_path, trial="t", design="zookeeper", actor="faults")
         for offset in range(3):
             producer.record("produced", topic="t", partition=0, offset=offset)
             consumer.record("processed", topic="t", partition=0, offset=offset)
@@ -146,10 +146,10 @@ class TestReader:
         from lab_cluster.trace_reader import check_complete, load_traces
 
         trial = self._trial(tmp_path, close_consumer=False)
-        host = TraceRecorder(trial, trial="t", design="legacy", actor="c1.host")  # the host's own trace, same pid
+        host = TraceRecorder(trial, trial="t", design="zookeeper", actor="c1.host")  # the host's own trace, same pid
         host.flush()
         host._closed.set()
-        faults = TraceRecorder(trial, trial="t", design="legacy", actor="runner")
+        faults = TraceRecorder(trial, trial="t", design="zookeeper", actor="runner")
         # as the trial runner records it: the process's name (not an actor's) and its pid
         faults.record("fault", action="kill", target="consumers-c1", pid=os.getpid())
         faults.close()

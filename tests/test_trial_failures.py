@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 def test_a_group_that_never_converges_fails_its_trial_with_the_reason(spark, tmp_path):
     # A session timeout the client accepts but below the coordinator's group.min.session.timeout.ms (6000):
     # every JoinGroup is refused with INVALID_SESSION_TIMEOUT, so the group never forms.
-    spec = TrialSpec("herd", "modern", consumers=2, partitions=4,
+    spec = TrialSpec("herd", "classic", consumers=2, partitions=4,
                      overrides=("session.timeout.ms=4000", "heartbeat.interval.ms=1000"),
                      converge_limit_s=15)
     results = run_grid(spark, [spec], str(tmp_path))

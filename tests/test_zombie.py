@@ -46,7 +46,7 @@ def test_every_trial_ran_to_the_end_and_converged_after_each_fault(zombie_run):
 
 def test_the_zookeeper_era_zombie_processes_what_another_owns_and_its_blocked_commit_lands(zombie_run):
     trials = zombie.per_trial(zombie_run[2])
-    legacy = trials[trials.design == "legacy"]
+    legacy = trials[trials.design == "zookeeper"]
     assert len(legacy) == 2
     # it works through what it had fetched, partitions another consumer took meanwhile
     assert (legacy.processed_after_loss > 0).all(), legacy.to_dict("records")
@@ -55,23 +55,23 @@ def test_the_zookeeper_era_zombie_processes_what_another_owns_and_its_blocked_co
     assert (cut.zombie_commits_accepted > 0).all(), cut.to_dict("records")  # retryUntilConnected, then written
     assert (legacy.offsets_moved_backwards > 0).any(), legacy.to_dict("records")
     checked = by_id(zombie.findings(zombie_run[2]))
-    for fid in ("legacy-pause-unrefused", "legacy-cut-unrefused", "legacy-cut-blocked-commit-lands",
-                "legacy-offset-backwards"):
+    for fid in ("zookeeper-pause-unrefused", "zookeeper-cut-unrefused", "zookeeper-cut-blocked-commit-lands",
+                "zookeeper-offset-backwards"):
         assert checked[fid].holds, checked[fid]
 
 
 def test_the_coordinator_era_zombie_is_fenced_and_no_committed_offset_moves_backwards(zombie_run):
     run_dir, _, summary = zombie_run
     trials = zombie.per_trial(summary)
-    modern = trials[trials.design == "modern"]
+    modern = trials[trials.design == "classic"]
     assert len(modern) == 2
     assert (modern.zombie_commits_accepted == 0).all() and (modern.offsets_moved_backwards == 0).all()
     assert (modern.commits_fenced > 0).all(), modern.to_dict("records")
     marks = pd.read_csv(run_dir / "marks.csv")
-    fenced = marks[(marks.kind == "commit_fenced") & marks.trial.str.contains("modern")]
+    fenced = marks[(marks.kind == "commit_fenced") & marks.trial.str.contains("classic")]
     assert set(fenced.label.str.split().str[0]) <= {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
     checked = by_id(zombie.findings(summary))
-    assert checked["modern-pause-fenced"].holds and checked["modern-cut-fenced"].holds, checked
+    assert checked["classic-pause-fenced"].holds and checked["classic-cut-fenced"].holds, checked
 
 
 def test_the_kip848_zombie_is_fenced_by_its_member_epoch(zombie_run):
@@ -79,7 +79,7 @@ def test_the_kip848_zombie_is_fenced_by_its_member_epoch(zombie_run):
     member (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH); nothing it commits lands, no offset moves backwards."""
     run_dir, _, summary = zombie_run
     trials = zombie.per_trial(summary)
-    kip848 = trials[trials.design == "modern-kip848"]
+    kip848 = trials[trials.design == "consumer-848"]
     assert len(kip848) == 2
     assert (kip848.zombie_commits_accepted == 0).all() and (kip848.offsets_moved_backwards == 0).all()
     assert ((kip848.commits_fenced + kip848.members_fenced) > 0).all(), kip848.to_dict("records")
@@ -87,7 +87,7 @@ def test_the_kip848_zombie_is_fenced_by_its_member_epoch(zombie_run):
     fenced = marks[(marks.kind == "commit_fenced") & marks.trial.str.contains("kip848")]
     assert set(fenced.label.str.split().str[0]) <= {"STALE_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"}
     checked = by_id(zombie.findings(summary))
-    assert checked["modern-kip848-pause-fenced"].holds and checked["modern-kip848-cut-fenced"].holds, checked
+    assert checked["consumer-848-pause-fenced"].holds and checked["consumer-848-cut-fenced"].holds, checked
 
 
 def test_the_real_kafka_clients_paused_are_fenced_as_the_labs_consumer_is(zombie_run):

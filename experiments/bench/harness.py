@@ -91,7 +91,7 @@ def synthetic_events(spark, events: int):
     consumers = ids.select(
         (F.lit(1_000_000_000) + F.col("i") * (span_ns // per_trial)).alias("ts_ns"), F.lit(0).cast("long")
         .alias("wall_ms"), F.concat(F.lit("trial"), F.col("t").cast("string")).alias("trial"),
-        F.lit("legacy").alias("design"), actor.alias("actor"), kind.alias("kind"), F.lit("t").alias("topic"),
+        F.lit("zookeeper").alias("design"), actor.alias("actor"), kind.alias("kind"), F.lit("t").alias("topic"),
         partition.alias("partition"), F.col("i").alias("offset"), F.lit(None).cast("string").alias("path"),
         F.lit(None).cast("int").alias("generation"), F.lit(None).cast("string").alias("member"),
         F.lit(None).cast("string").alias("error"), partitions_json.alias("fields"))
@@ -110,7 +110,7 @@ def synthetic_events(spark, events: int):
         scenario_rows.append((span_ns + 2_000_000_000, trial, "end", None, None))
     scenario = spark.createDataFrame(scenario_rows, "ts_ns long, trial string, kind string, fields string, "
                                                     "topic string").select(
-        "ts_ns", F.lit(0).cast("long").alias("wall_ms"), "trial", F.lit("legacy").alias("design"),
+        "ts_ns", F.lit(0).cast("long").alias("wall_ms"), "trial", F.lit("zookeeper").alias("design"),
         F.lit("scenario").alias("actor"), "kind", "topic", F.lit(None).cast("int").alias("partition"),
         F.lit(None).cast("long").alias("offset"), F.lit(None).cast("string").alias("path"),
         F.lit(None).cast("int").alias("generation"), F.lit(None).cast("string").alias("member"),

@@ -130,8 +130,17 @@ def mean_seconds(figures: Path = FIGURES) -> dict[str, float]:
     here (empty where there is none)."""
     if not figures.exists():
         return {}
+    from experiments.engine.families import current_name
+
     groups = json.loads(figures.read_text()).get("seconds", {})
-    return {key: g["wall_s"] / g["trials"] for key, g in groups.items() if key != "all" and g.get("trials")}
+    return {_renamed(key, current_name): g["wall_s"] / g["trials"] for key, g in groups.items()
+            if key != "all" and g.get("trials")}
+
+
+def _renamed(key: str, current_name) -> str:
+    """"experiment/design" with the design under today's name (figures stored before the renaming)."""
+    experiment, _, design = key.partition("/")
+    return f"{experiment}/{current_name(design)}" if design else key
 
 
 def run(args) -> int:

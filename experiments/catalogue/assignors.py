@@ -13,7 +13,7 @@ Two parts, kept apart as the lab keeps experiments, results and figures apart:
   was revoked, what cooperative-sticky withheld, and rounds. `run` stores the
   tables in the run (`computed/assignors/`); the findings and the report read
   them there.
-- **Real** (`grid`): one trial per leader-side assignor, the same sequence on the one-topic scenario (`modern` with
+- **Real** (`grid`): one trial per leader-side assignor, the same sequence on the one-topic scenario (`classic` with
   `partition.assignment.strategy=<assignor>`, every consumer in its own
   process, since `depart` stops `c1` alone), measured from the traces
   (`metrics.py`: `partitions_moved`, `partitions_spread`), so that what the
@@ -41,7 +41,7 @@ from lab_cluster.assignment import ASSIGNORS
 NAME = "assignors"
 QUESTION = ("How many partitions does each assignment strategy move at each join and leave, how even are the "
             "loads it leaves, and what does cooperative-sticky withhold?")
-DESIGNS = ("modern",)
+DESIGNS = ("classic",)
 #: the leader-side assignors with a real trial: every one (the client speaks the eager and cooperative protocols)
 REAL_ASSIGNORS = tuple(ASSIGNORS)
 #: the computed scenario the real trials run (one topic `t`, as a trial's)
@@ -121,7 +121,7 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
     loads allowed, and each left the same spread."""
     changes = computed.get("changes")
     if changes is None or changes.empty:
-        return [Finding("modern-sticky-moves-fewest", "The run stored the computed replay", False,
+        return [Finding("classic-sticky-moves-fewest", "The run stored the computed replay", False,
                         "no computed/assignors/changes.csv in the run")]
     steps = changes[changes.step > 0]
     t = totals(changes).set_index(["scenario", "strategy"])
@@ -135,7 +135,7 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
               and bool((sticky.moved == sticky.fewest).all())
               and all(t.loc[(s, r), "moved"] > t.loc[(s, "sticky"), "moved"]
                       for s in replay.SCENARIOS for r in EAGER_RESHUFFLERS))
-    out = [Finding("modern-sticky-moves-fewest",
+    out = [Finding("classic-sticky-moves-fewest",
                    "Over the sequence, sticky and cooperative-sticky move at every change exactly the fewest "
                    "partitions any assignment with loads at most one apart can move; range and round-robin move "
                    "more, since a member's range or turn shifts whenever one before it comes or goes",
@@ -148,7 +148,7 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
                  and bool((coop.taken_while_owned == 0).all()) and bool((coop.revoked == coop.withheld).all())
                  and bool((coop.rounds == (coop.withheld > 0).map({True: 2, False: 1})).all())
                  and int(coop.withheld.sum()) > 0 and bool((eager.revoked > coop.revoked.max()).all()))
-    out.append(Finding("modern-cooperative-withholds-handed-over",
+    out.append(Finding("classic-cooperative-withholds-handed-over",
                        "cooperative-sticky withholds in a change's first round exactly the partitions one staying "
                        "member hands another, gives them out in a second round, never gives a partition while "
                        "another member still holds it, and revokes only those; an eager assignor's members revoke "
@@ -163,7 +163,7 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
     skew = (("three-topics", "range") in spread.index and spread[("three-topics", "range")] >= 2
             and spread[(TRIAL_SCENARIO, "range")] <= 1
             and all(spread[(s, r)] <= 1 for s in replay.SCENARIOS for r in even))
-    out.append(Finding("modern-range-skews-topics",
+    out.append(Finding("classic-range-skews-topics",
                        "With three topics, range leaves one member several partitions more than another (each topic's "
                        "remainder goes to the same first members), where round-robin and the sticky assignors keep "
                        "every load within one of the others; with one topic, range is even too",
@@ -192,7 +192,7 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
             and bool((both.partitions_spread == both.spread).all()))
     per = both.groupby("strategy").agg(real=("partitions_moved", "sum"), computed=("moved", "sum"),
                                        fewest=("real_fewest", "sum"))
-    out.append(Finding("modern-real-moves-as-computed",
+    out.append(Finding("classic-real-moves-as-computed",
                        "In the real group, range and round-robin moved at every change exactly the partitions the "
                        "replay computes (the members' `client.id-UUID` order decides them), sticky moved the fewest "
                        "its members' own loads allowed (which members hold one more follows Java's hash order of "

@@ -46,7 +46,7 @@ The victim (variant), per design:
   should begin; the members' sessions (45 s) outlast the 6 s failover. In the
   lab the group's coordinator happens to be broker 1, the first to start and
   so the controller: `coordinator` kills both (recorded in the `fault` event);
-- ZooKeeper era (`legacy`): no coordinator; the victim is a broker leading a
+- ZooKeeper era (`zookeeper`): no coordinator; the victim is a broker leading a
   third of the partitions (`other`), run twice: `watch_broker_ids=always`
   (the lab's default: every consumer watches `/brokers/ids` and rebalances on
   any change) and `when_empty` (what 0.8.2.2's code does: it subscribes to
@@ -77,7 +77,7 @@ clients find on their periods. TubeMQ's node holding a dead broker's key
 keeps it (`CONVERGE_NOT_REQUIRED`). The standard profile runs the coordinator
 era's static and cooperative variants with the coordinator as victim only (a
 non-coordinator broker's death reaches them through their fetchers alone, as
-it does `modern`'s); the full profile runs every victim of every design.
+it does `classic`'s); the full profile runs every victim of every design.
 TubeMQ's server balance makes the standard grid long: its recovery waits for the
 master's 30 s tick and a 13 s heartbeat per step, over a minute.
 """
@@ -95,7 +95,7 @@ NAME = "broker_churn"
 QUESTION = ("A broker dies (SIGKILL) under a stable group and later comes back: who rebalances, and what does it "
             "cost (partitions left idle, duplicates, the time until every partition is processed again)?")
 PROFILES = {
-    "standard": {"consumers": [3], "partitions": 6, "rate": 5.0, "seeds": 1, "every_victim": ("modern",)},
+    "standard": {"consumers": [3], "partitions": 6, "rate": 5.0, "seeds": 1, "every_victim": ("classic",)},
     "full": {"consumers": [3, 6], "partitions": 12, "rate": 5.0, "seeds": 3, "every_victim": None},
 }
 #: every design of the registry, in its order (a design added to the registry joins), but the real Kafka clients
@@ -136,7 +136,7 @@ def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumer
         if every is not None and design not in every and len(cases) > 1:
             cases = ("coordinator",)  # standard: the variants' differing case only
         for victim in cases:
-            for watch in (LEGACY_WATCH if design == "legacy" else (None,)):
+            for watch in (LEGACY_WATCH if design == "zookeeper" else (None,)):
                 for n in consumers or p["consumers"]:
                     for seed in range(seeds or p["seeds"]):
                         out.append(_spec(design, victim, watch, n, partitions or p["partitions"], p["rate"], seed))
@@ -214,7 +214,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
             len(coord) > 0 and bool(((coord.generations == 0) & (coord.members_revoking == 0)).all()),
             _evidence(coord, ["generations", "members_revoking", "resumed_after_kill_ms"])))
     for watch, every in (("always", True), ("when_empty", False)):
-        legacy = t[(t.design == "legacy") & (t.watch == watch)]
+        legacy = t[(t.design == "zookeeper") & (t.watch == watch)]
         if every:  # its rounds are membership views, which a broker change does not change: count who rebalanced
             holds = bool(((legacy.kill_revoking == legacy.consumers) & (legacy.restart_revoking == legacy.consumers)
                           & (legacy.kill_rebalances >= legacy.consumers)
@@ -225,7 +225,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
             holds = bool(((legacy.generations == 0) & (legacy.members_revoking == 0)).all())
             claim = ("ZooKeeper era, watching /brokers/ids only when no broker is left (0.8.2.2's code): nobody "
                      "rebalances; the fetchers find the partitions' new leaders themselves")
-        out.append(Finding(f"legacy-watch-{watch.replace('_', '-')}-broker-change", claim,
+        out.append(Finding(f"zookeeper-watch-{watch.replace('_', '-')}-broker-change", claim,
                            len(legacy) > 0 and holds,
                            _evidence(legacy, ["kill_revoking", "restart_revoking", "kill_rebalances",
                                               "resumed_after_kill_ms"])))
@@ -246,9 +246,9 @@ def _case_of(finding_id: str) -> str | None:
             stem = "other-broker-no-rebalance" if victim == "other" else "coordinator-moves-group-stays-stable"
             if finding_id == f"{design}-{stem}":
                 return f"{victim}/{design}"
-    if finding_id.startswith("legacy-watch-"):
-        watch = finding_id.removeprefix("legacy-watch-").removesuffix("-broker-change").replace("-", "_")
-        return f"other-watch-{watch}/legacy"
+    if finding_id.startswith("zookeeper-watch-"):
+        watch = finding_id.removeprefix("zookeeper-watch-").removesuffix("-broker-change").replace("-", "_")
+        return f"other-watch-{watch}/zookeeper"
     return None
 
 

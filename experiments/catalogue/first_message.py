@@ -15,7 +15,7 @@ newcomer waits for, per design:
   answers only when every member has rejoined, each learning of the
   rebalance at its next heartbeat (`heartbeat.interval.ms`, 3 s), then
   SyncGroup, OffsetFetch and a fetch;
-- the consumer protocol (`modern-kip848`, KIP-848): FindCoordinator, then a
+- the consumer protocol (`consumer-848`, KIP-848): FindCoordinator, then a
   ConsumerGroupHeartbeat with epoch 0, answered at once; its target share is
   still owned, so it is given each partition only once the owner, told at its
   next heartbeat (`group.consumer.heartbeat.interval.ms`, 5 s), has revoked
@@ -56,7 +56,7 @@ PROFILES = {
     "standard": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
     "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
 }
-DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "tubemq-server")
+DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "tubemq-server")
 #: TubeMQ's scenario: node 0 departs (its share then waits: the runner watches `TUBEMQ_WATCH_S`), and a
 #: replacement takes its nodeId
 TUBEMQ_STEPS = ("depart", "join")
@@ -105,8 +105,8 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     evidence = ", ".join(f"{d} {v:,.0f} ms" for d, v in medians.items()) or "no successful trial"
     out = [Finding("all-newcomers-fed", "Every newcomer of every design processed a message after it joined",
                    every and set(medians.index) == set(fed.design), f"medians: {evidence}")]
-    faster = {"modern", "rocketmq"} <= set(medians.index) and medians["rocketmq"] < medians["modern"]
-    out.append(Finding("rocketmq-before-modern",
+    faster = {"classic", "rocketmq"} <= set(medians.index) and medians["rocketmq"] < medians["classic"]
+    out.append(Finding("rocketmq-before-classic",
                        "A RocketMQ newcomer processes its first message sooner than a coordinator-era one: it "
                        "takes its share at once, without waiting for the previous owners to let go (a JoinGroup "
                        "is answered only when every member has rejoined)", bool(faster), f"medians: {evidence}"))

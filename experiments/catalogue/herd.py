@@ -22,7 +22,7 @@ then it leaves gracefully. Each change is measured from the traces
   notification at all; each member makes a bounded number of requests to the
   coordinator per change (Heartbeat, OffsetCommit, JoinGroup, SyncGroup), so
   control messages per change grow at most linearly;
-- the consumer protocol (`modern-kip848`, KIP-848): no ZooKeeper either, and
+- the consumer protocol (`consumer-848`, KIP-848): no ZooKeeper either, and
   no barrier: the coordinator computes the target assignment, and a member is
   touched only if its own share changes. On a join the members that hand a
   partition over revoke that partition alone (and the newcomer gets it once it
@@ -66,13 +66,13 @@ PROFILES = {
     # N values, partitions (fixed across N so that only N varies), producer rate per partition
     "standard": {"consumers": [2, 4, 8, 16, 32], "partitions": 32, "rate": 2.0},
     # the standard grid's trials of these designs take 18-23 s each (`benchmarks/trial_time.json`)
-    "tour": {"consumers": [2, 4, 8], "partitions": 32, "rate": 2.0, "designs": ("legacy", "modern", "modern-kip848"),
+    "tour": {"consumers": [2, 4, 8], "partitions": 32, "rate": 2.0, "designs": ("zookeeper", "classic", "consumer-848"),
              "why": "the herd itself: the ZooKeeper era's notifications and reads grow with N (as N² for the reads), "
                     "the coordinator's control messages at most linearly, and KIP-848 stops no one; three group "
                     "sizes are the fewest on which a growth finding is judged"},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
-DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
+DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
 #: TubeMQ's scenario, each node in its own process: a join (refused at once), the refused newcomer's leave
 #: (nothing changes), and the departure of node 0, which cannot converge: the runner watches it for
 #: `TUBEMQ_WATCH_S`, more than two of every node's metadata checks (`partMetaInfoCheckPeriodMs`, 10 s), in
@@ -147,22 +147,22 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     """The qualitative finding, checked on a run's summary (needs at least three values of N per design)."""
     out = []
     for change in ("join", "leave"):
-        told = per_n(summary, "legacy", change, "notifications_per_change")
+        told = per_n(summary, "zookeeper", change, "notifications_per_change")
         ok = len(told) >= 3 and all(told.loc[n] >= n for n in told.index) and told.is_monotonic_increasing
-        out.append(Finding(f"legacy-{change}-notified",
+        out.append(Finding(f"zookeeper-{change}-notified",
                            f"ZooKeeper era, {change}: every consumer is notified (notifications >= N, growing "
                            "with N)", ok, _series(told)))
-        reads = per_n(summary, "legacy", change, "membership_reads_per_change")
+        reads = per_n(summary, "zookeeper", change, "membership_reads_per_change")
         after = _members_after(summary, change)
-        zk = per_n(summary, "legacy", change, "zk_requests_per_change")
+        zk = per_n(summary, "zookeeper", change, "zk_requests_per_change")
         squared = len(reads) >= 3 and all(reads.loc[n] >= after.loc[n] ** 2 for n in reads.index)
-        out.append(Finding(f"legacy-{change}-registration-reads-n2",
+        out.append(Finding(f"zookeeper-{change}-registration-reads-n2",
                            f"ZooKeeper era, {change}: ZooKeeper load grows as N² (every consumer that rebalances "
                            "reads every member's registration: at least (members after the change)² reads)",
                            bool(squared), f"registration reads {_series(reads)} (log-log slope "
                                           f"{loglog_slope(reads.index, reads.values):.2f}); all ZooKeeper requests "
                                           f"{_series(zk)} (quadratic term {quadratic_term(zk.index, zk.values):.3g})"))
-        for design, era in (("modern", "Coordinator era"), ("modern-kip848", "Consumer protocol (KIP-848)"),
+        for design, era in (("classic", "Coordinator era"), ("consumer-848", "Consumer protocol (KIP-848)"),
                             *((d, FAMILIES[d].label) for d in REAL_CLIENTS)):
             quiet = per_n(summary, design, change, "notifications_per_change")
             modern_zk = per_n(summary, design, change, "zk_requests_per_change")
@@ -172,7 +172,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
             out.append(_linear_control(summary, design, era, change))
         out.append(_kip848_revokes_only_moving(summary, change))
-        # the real Kafka clients on the same coordinator as the lab's `modern` consumer
+        # the real Kafka clients on the same coordinator as the lab's `classic` consumer
         out += [_like_the_labs_consumer(summary, design, FAMILIES[design].label, change) for design in REAL_CLIENTS]
         rocket = per_n(summary, "rocketmq", change, "notifications_per_change")
         after = per_n(summary, "rocketmq", change, "members_after")
@@ -214,7 +214,7 @@ def _linear_control(summary: pd.DataFrame, design: str, era: str, change: str) -
 
 
 def _like_the_labs_consumer(summary: pd.DataFrame, design: str, label: str, change: str) -> Finding:
-    """A real client and the lab's consumer (`modern`) on the same coordinator: the same eager stop at every N.
+    """A real client and the lab's consumer (`classic`) on the same coordinator: the same eager stop at every N.
 
     The rounds are shown beside it, not required equal: kafka-python runs rounds more than the lab's consumer
     now and then, its leader rejoining just after a round completed (the coordinator's `group_state`: "member
@@ -227,7 +227,7 @@ def _like_the_labs_consumer(summary: pd.DataFrame, design: str, label: str, chan
     generations 2, 3, 4 and 5, and was assigned only at 5, so rounds 2 to 4 completed and were thrown away. The
     lab's member polls every 100 ms (`kafka_clients/kafka_python_member.py`), which makes the window frequent."""
     theirs = {m: per_n(summary, design, change, m) for m in ("generations", "members_revoking")}
-    ours = {m: per_n(summary, "modern", change, m) for m in ("generations", "members_revoking")}
+    ours = {m: per_n(summary, "classic", change, m) for m in ("generations", "members_revoking")}
     owners = _owners(summary, design, change)
     common = [n for n in theirs["members_revoking"].index if n in ours["members_revoking"].index]
     same = (len(common) >= 3 and all(theirs["members_revoking"].loc[n] == ours["members_revoking"].loc[n]
@@ -248,8 +248,8 @@ def _owners(summary: pd.DataFrame, design: str, change: str) -> pd.Series:
     protocol's range split: all N while N <= P, else P (members past the P-th get none, and the joiner or
     leaver, `j1`, sorts after every `c` member). A member that owns nothing has nothing to revoke.
 
-    >>> _owners(pd.DataFrame({"experiment": "herd", "design": "modern", "change": "join", "status": "ok",
-    ...                       "consumers": [16, 32, 64], "partitions": 32}), "modern", "join").tolist()
+    >>> _owners(pd.DataFrame({"experiment": "herd", "design": "classic", "change": "join", "status": "ok",
+    ...                       "consumers": [16, 32, 64], "partitions": 32}), "classic", "join").tolist()
     [16, 32, 32]
     """
     partitions = per_n(summary, design, change, "partitions")
@@ -258,13 +258,13 @@ def _owners(summary: pd.DataFrame, design: str, change: str) -> pd.Series:
 
 def _kip848_revokes_only_moving(summary: pd.DataFrame, change: str) -> Finding:
     """KIP-848: the others revoke at most the partitions that move; eager revokes everything it owns."""
-    revoked = per_n(summary, "modern-kip848", change, "partitions_revoked")
-    moved = per_n(summary, "modern-kip848", change, "partitions_moved")
-    eager = per_n(summary, "modern", change, "partitions_revoked")
+    revoked = per_n(summary, "consumer-848", change, "partitions_revoked")
+    moved = per_n(summary, "consumer-848", change, "partitions_moved")
+    eager = per_n(summary, "classic", change, "partitions_revoked")
     common = [n for n in revoked.index if n in eager.index]
     ok = (len(revoked) >= 3 and all(revoked.loc[n] <= moved.loc[n] for n in revoked.index)
           and all(revoked.loc[n] < eager.loc[n] for n in common))
-    return Finding(f"modern-kip848-{change}-revokes-only-moving",
+    return Finding(f"consumer-848-{change}-revokes-only-moving",
                    f"Consumer protocol (KIP-848), {change}: no group-wide stop; the other members revoke at most the "
                    "partitions that move (the eager coordinator era revokes all it owns)", bool(ok),
                    f"revoked {_series(revoked)}; moved {_series(moved)}; eager revoked {_series(eager)}")
@@ -296,7 +296,7 @@ def _tubemq_findings(summary: pd.DataFrame) -> list[Finding]:
 
 def _members_after(summary: pd.DataFrame, change: str) -> pd.Series:
     """Per N, the group's size after the change (N + 1 after a join, N after the leave): who rebalances."""
-    return per_n(summary, "legacy", change, "members_after")
+    return per_n(summary, "zookeeper", change, "members_after")
 
 
 def _series(s: pd.Series) -> str:

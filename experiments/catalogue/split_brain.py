@@ -23,7 +23,7 @@ The finding, checked by `findings()` (and by `pytest -m split_brain`):
   member list the coordinator gives it for that generation
   (`modern_coord/coordinator/`), so every generation has exactly one view,
   whatever the ensemble under the brokers does;
-- the consumer protocol (`modern-kip848`, KIP-848): no member computes at all;
+- the consumer protocol (`consumer-848`, KIP-848): no member computes at all;
   the coordinator computes the target assignment once per group epoch from
   its own member list (the broker's `target_assignment`), so each epoch has
   one view, as each classic generation does;
@@ -62,16 +62,16 @@ PROFILES = {
     "standard": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1},
     # the standard grid's trials of these designs take 28-39 s each (`benchmarks/trial_time.json`)
     "tour": {"consumers": [4], "partitions": 12, "rate": 2.0, "seeds": 1, "delays": (DELAYS_MS["none"],
-             DELAYS_MS["large"]), "designs": ("legacy", "modern"),
+             DELAYS_MS["large"]), "designs": ("zookeeper", "classic"),
              "why": "split brain: with a lagging follower the ZooKeeper era's consumers compute from different "
                     "views and their claims conflict, while the coordinator computes each generation from one; no "
                     "lag and the largest lag are the two ends its delay finding compares"},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 2.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq")
-#: what lags, per design: a ZooKeeper follower under the consumers (legacy) or under the brokers (modern), or
+DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq")
+#: what lags, per design: a ZooKeeper follower under the consumers (zookeeper) or under the brokers (classic), or
 #: one broker that keeps RocketMQ's membership (every consumer's link to it delayed)
-LAG_PARAM = {"legacy": "follower_delay_ms", "modern": "follower_delay_ms", "modern-kip848": "follower_delay_ms",
+LAG_PARAM = {"zookeeper": "follower_delay_ms", "classic": "follower_delay_ms", "consumer-848": "follower_delay_ms",
              "rocketmq": "broker_delay_ms"}
 #: TubeMQ's trials instead: a newcomer j1 misconfigured against a group of n, by variant
 MISCONFIGURED = {
@@ -111,31 +111,31 @@ def per_delay(summary: pd.DataFrame, design: str, metric: str, how: str = "max")
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
     out = []
-    divergence = per_delay(summary, "legacy", "view_divergence")
-    trouble = per_delay(summary, "legacy", "owner_conflicts") + per_delay(summary, "legacy", "rebalance_failures")
+    divergence = per_delay(summary, "zookeeper", "view_divergence")
+    trouble = per_delay(summary, "zookeeper", "owner_conflicts") + per_delay(summary, "zookeeper", "rebalance_failures")
     lagging = [d for d in divergence.index if d > 0]
     out.append(Finding(
-        "legacy-lagging-views-diverge",
+        "zookeeper-lagging-views-diverge",
         "ZooKeeper era, lagging follower: consumers compute from more than one view in a round, and conflicts or "
         "failed attempts follow", bool(lagging) and all(divergence[d] > 1 and trouble[d] > 0 for d in lagging),
         f"view divergence {_series(divergence)}; conflicts + failures {_series(trouble)}"))
     # a change that never converged (the runner gave up at its limit) is slower than any that did
-    converge = per_delay(summary, "legacy", "convergence_ms").fillna(float("inf"))
+    converge = per_delay(summary, "zookeeper", "convergence_ms").fillna(float("inf"))
     worse = (len(trouble) >= 2 and trouble.index[0] == 0 and trouble.iloc[-1] > trouble.iloc[0]
              and converge.iloc[-1] > converge.iloc[0])
     out.append(Finding(
-        "legacy-delay-worsens",
+        "zookeeper-delay-worsens",
         "ZooKeeper era: the largest follower delay gives more owner conflicts and failed attempts, and a slower "
         "convergence, than no delay", bool(worse),
         f"conflicts + failures {_series(trouble)}; convergence ms {_series(converge)}"))
-    modern = per_delay(summary, "modern", "view_divergence")
+    modern = per_delay(summary, "classic", "view_divergence")
     out.append(Finding(
-        "modern-one-view",
+        "classic-one-view",
         "Coordinator era: every generation's assignment is computed from exactly one view, at every delay",
         len(modern) > 0 and bool((modern == 1).all()), f"view divergence {_series(modern)}"))
-    kip848 = per_delay(summary, "modern-kip848", "view_divergence")
+    kip848 = per_delay(summary, "consumer-848", "view_divergence")
     out.append(Finding(
-        "modern-kip848-one-view",
+        "consumer-848-one-view",
         "Consumer protocol (KIP-848): the coordinator computes each group epoch's target assignment from one member "
         "list, at every delay", len(kip848) > 0 and bool((kip848 == 1).all()), f"view divergence {_series(kip848)}"))
     rocket = per_delay(summary, "rocketmq", "view_divergence")

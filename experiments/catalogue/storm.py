@@ -20,11 +20,11 @@ duplicates, and the time until the group is stable after the last restart
   goes, every member's watch fires and every member releases everything and
   rebalances (0.8's `syncedRebalance`: `legacy_zk/consumer.py`); the start
   registers it again, and all do it again: a group-wide stop, twice over;
-- coordinator era, eager (`modern`): the stop sends LeaveGroup, the start
+- coordinator era, eager (`classic`): the stop sends LeaveGroup, the start
   JoinGroup; each makes the coordinator begin a rebalance in which every member
   revokes all it owns before rejoining (`modern_coord/consumer.py:
   _rebalance`): a group-wide stop per restart;
-- static membership (`modern-static`, KIP-345): a static member sends no
+- static membership (`classic-static`, KIP-345): a static member sends no
   LeaveGroup, and comes back under its `group.instance.id` within
   `session.timeout.ms`; the coordinator hands it its old member's place,
   generation and partitions (`modern_coord/coordinator/`), and nobody else
@@ -33,10 +33,10 @@ duplicates, and the time until the group is stable after the last restart
   system test asserts (`test_static_consumer_bounce`, in
   `tests/kafkatest/tests/client/consumer_test.py`: no rebalance while the
   static members bounce);
-- cooperative (`modern-coop`, KIP-429): every member still rejoins, but keeps
+- cooperative (`classic-coop`, KIP-429): every member still rejoins, but keeps
   what it owns through the rebalance and revokes only what moves
   (`cooperative-sticky`), in a second round: more rounds, fewer stops;
-- the consumer protocol (`modern-kip848`, KIP-848): the stop leaves with epoch
+- the consumer protocol (`consumer-848`, KIP-848): the stop leaves with epoch
   -1 and its partitions are free at once; the others are given them at their
   next heartbeat, revoking nothing. The start joins with epoch 0; the
   coordinator moves its share from the others, each of which revokes only the
@@ -55,7 +55,7 @@ duplicates, and the time until the group is stable after the last restart
 - TubeMQ's server balance: the master sees the node go and come back, and
   moves partitions at its next balance tick (30 s), one heartbeat (13 s) per step;
 - the real Kafka clients (kafka-python, librdkafka; `kafka_clients/`) on the
-  same coordinator as `modern`, with their own defaults and the range
+  same coordinator as `classic`, with their own defaults and the range
   assignor: their `close()` sends LeaveGroup and their start JoinGroup, so
   they are checked for the eager protocol's group-wide stop as the lab's
   consumer is.
@@ -76,13 +76,13 @@ PROFILES = {
     "standard": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "modern-static", "modern-coop", "modern-static-coop", "modern-kip848", "rocketmq",
+DESIGNS = ("zookeeper", "classic", "classic-static", "classic-coop", "classic-static-coop", "consumer-848", "rocketmq",
            "tubemq", "tubemq-server", "kafka-python", "librdkafka")
 #: every member stops for every rebalance: the ZooKeeper era, and the coordinator era's eager protocol, the lab's
 #: consumer and the real clients (kafka-python, librdkafka: range, their default here) on the same coordinator
-EAGER = ("legacy", "modern", "kafka-python", "librdkafka")
-STATIC = ("modern-static", "modern-static-coop")
-COOPERATIVE = ("modern-coop", "modern-static-coop")
+EAGER = ("zookeeper", "classic", "kafka-python", "librdkafka")
+STATIC = ("classic-static", "classic-static-coop")
+COOPERATIVE = ("classic-coop", "classic-static-coop")
 #: the deploy: each instance down 4 s between its stop and its start (its new process's start takes seconds), and
 #: 2 s after the group is ready again before the next. 4 s is more than a heartbeat interval (3 s): the coordinator
 #: era's members have all heard of the leave and rebalanced without the member before it comes back, so a restart
@@ -168,24 +168,24 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
             f"{_label(design)} goes through more rebalance rounds in the rolling restart than static membership",
             len(e) > 0 and len(static) > 0 and e.generations.min() > static.generations.max(),
             _evidence(pd.concat([e, static]), ["generations"])))
-    coop, eager = t[t.design == "modern-coop"], t[t.design == "modern"]
+    coop, eager = t[t.design == "classic-coop"], t[t.design == "classic"]
     both = len(coop) > 0 and len(eager) > 0
     out.append(Finding(
-        "modern-coop-revokes-only-moving",
+        "classic-coop-revokes-only-moving",
         "Cooperative: the live members revoke only the partitions that move, far fewer than the eager coordinator "
         "era's, which revokes everything at every rebalance; what they keep is processed throughout",
         both and coop.partitions_revoked.max() * 2 < eager.partitions_revoked.min(),
         _evidence(pd.concat([coop, eager]), ["partitions_revoked", "members_revoking"])))
     out.append(Finding(
-        "modern-coop-more-rounds",
+        "classic-coop-more-rounds",
         "Cooperative pays in rounds: the partitions withheld from their new owner go out in one more rebalance, "
         "so the rolling restart takes more rounds than the eager protocol's",
         both and coop.generations.min() > eager.generations.max(),
         _evidence(pd.concat([coop, eager]), ["generations"])))
-    kip848 = t[t.design == "modern-kip848"]
+    kip848 = t[t.design == "consumer-848"]
     both = len(kip848) > 0 and len(eager) > 0
     out.append(Finding(
-        "modern-kip848-revokes-only-moving",
+        "consumer-848-revokes-only-moving",
         "Consumer protocol (KIP-848): the live members revoke only the partitions they hand over, far fewer than "
         "the eager coordinator era's, and no member waits for a group-wide round",
         both and kip848.partitions_revoked.max() * 2 < eager.partitions_revoked.min(),

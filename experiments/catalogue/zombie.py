@@ -6,7 +6,7 @@ of two faults on `c1`, held until the group has converged without it and
 `hold_s` more (so that `c2` processes and commits what `c1` had), then healed:
 
 - `pause`: SIGSTOP past its session timeout, then SIGCONT (a long GC pause);
-- `cut`: its link to ZooKeeper (legacy) or to its coordinator (modern) is
+- `cut`: its link to ZooKeeper (zookeeper) or to its coordinator (classic) is
   blackholed while its links to the brokers stay up, then let through again;
   RocketMQ's and TubeMQ's consumers have one channel per broker for membership
   and messages alike, so their links to every broker are cut (TubeMQ's
@@ -33,7 +33,7 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
   backwards. It does not stop the zombie fetching: duplicates remain possible
   in both eras, which is why Kafka's answer to them is idempotent processing or
   transactions, not the group protocol;
-- the consumer protocol (`modern-kip848`, KIP-848): the coordinator fences by
+- the consumer protocol (`consumer-848`, KIP-848): the coordinator fences by
   member epoch. Its session (the broker's `group.consumer.session.timeout.ms`,
   here 6 s as the classic consumer's) expires, the member is removed and its
   partitions go to `c2`; on waking, its heartbeat is answered
@@ -59,7 +59,7 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
   accepted from a non-holder, at the price of the share's idle time;
 - the real Kafka clients (kafka-python, librdkafka), `pause` only (they connect
   where the brokers' metadata says, so no proxy can cut their coordinator
-  link): on the same coordinator as the lab's `modern` consumer, the same
+  link): on the same coordinator as the lab's `classic` consumer, the same
   fencing. What a real client does inside (its generation reset) is not in its
   trace, so the finding reads the coordinator's side: its answers with a
   fencing error (`requests_fenced`), the zombie's heartbeat or commit.
@@ -84,25 +84,25 @@ QUESTION = ("A consumer paused past its session timeout (or cut off from ZooKeep
 PROFILES = {
     "standard": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1},
     # the standard grid's trials of these designs take 22-30 s each (`benchmarks/trial_time.json`)
-    "tour": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1, "designs": ("legacy", "modern"),
+    "tour": {"consumers": [2], "partitions": 4, "rate": 5.0, "seeds": 1, "designs": ("zookeeper", "classic"),
              "why": "the zombie: paused or cut off, a consumer of the ZooKeeper era processes partitions another "
                     "consumer owns and nothing refuses its commits, where the coordinator fences them by generation"},
     "full": {"consumers": [2, 4], "partitions": 8, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("legacy", "modern", "modern-kip848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
+DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
 VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
 #: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
 #: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
 #: silence, and a 10 s request timeout so a request lost in the cut link is given up before the trial ends.
 OVERRIDES = {
-    "legacy": ("auto.commit.interval.ms=1000", "lab.processing.ms=20"),
-    "modern": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
+    "zookeeper": ("auto.commit.interval.ms=1000", "lab.processing.ms=20"),
+    "classic": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
                "heartbeat.interval.ms=2000", "request.timeout.ms=10000"),
     # KIP-848: the session and heartbeat are the coordinator's (BROKER_OVERRIDES)
-    "modern-kip848": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "request.timeout.ms=10000"),
+    "consumer-848": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "request.timeout.ms=10000"),
     "rocketmq": ("persistConsumerOffsetInterval=1000", "lab.processing.ms=20"),
     "tubemq": ("lab.processing.ms=20",),  # it commits every batch it processed (confirmConsume)
-    # the real clients: `modern`'s settings, under each library's names (librdkafka's consumer has no
+    # the real clients: `classic`'s settings, under each library's names (librdkafka's consumer has no
     # request.timeout.ms: its socket.timeout.ms bounds a request)
     "kafka-python": ("auto.commit.interval.ms=1000", "lab.processing.ms=20", "session.timeout.ms=6000",
                      "heartbeat.interval.ms=2000", "request.timeout.ms=10000"),
@@ -112,14 +112,14 @@ OVERRIDES = {
 #: KIP-848's session and heartbeat, the classic consumer's values above, set where they live: on the broker
 #: (their lower bounds, 45 s and 5 s by default, lowered to allow them)
 BROKER_OVERRIDES = {
-    "modern-kip848": ("group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=6000",
+    "consumer-848": ("group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=6000",
                       "group.consumer.heartbeat.interval.ms=2000", "group.consumer.min.heartbeat.interval.ms=2000"),
 }
 #: how long the group may take to converge without the victim: a ZooKeeper session or a coordinator's member
 #: expires after 6 s; a RocketMQ broker drops a silent channel after 120 s (its scan runs every 10 s) and the
 #: others notice at their next periodic rebalance (20 s). A TubeMQ group cannot converge without its node: the
 #: runner watches for 40 s, past the 30 s after which a broker releases a silent holder's registrations.
-CONVERGE_LIMIT_S = {"legacy": 60.0, "modern": 60.0, "modern-kip848": 60.0, "rocketmq": 240.0, "tubemq": 40.0,
+CONVERGE_LIMIT_S = {"zookeeper": 60.0, "classic": 60.0, "consumer-848": 60.0, "rocketmq": 240.0, "tubemq": 40.0,
                     "kafka-python": 60.0, "librdkafka": 60.0}
 #: the designs whose group never converges without the victim (its share waits for it)
 WAITS_FOR_VICTIM = ("tubemq",)
@@ -153,12 +153,12 @@ def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
     t = per_trial(summary)
-    legacy, modern = t[t.design == "legacy"], t[t.design == "modern"]
+    legacy, modern = t[t.design == "zookeeper"], t[t.design == "classic"]
     out = []
     for variant in VARIANTS:
         lv = legacy[legacy.variant == variant]
         out.append(Finding(
-            f"legacy-{variant}-unrefused",
+            f"zookeeper-{variant}-unrefused",
             f"ZooKeeper era, {variant}: the zombie processes partitions another consumer owns, and nothing refuses "
             "its commits", len(lv) > 0 and bool(((lv.processed_after_loss > 0)
                                                  & (lv.commits_fenced == 0)).all()),
@@ -166,17 +166,17 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            "commits_fenced", "duplicates"])))
         mv = modern[modern.variant == variant]
         out.append(Finding(
-            f"modern-{variant}-fenced",
+            f"classic-{variant}-fenced",
             f"Coordinator era, {variant}: the zombie's commits are fenced, none is accepted, no committed offset "
             "moves backwards", len(mv) > 0 and bool(((mv.zombie_commits_accepted == 0)
                                                      & (mv.offsets_moved_backwards == 0)
                                                      & (mv.commits_fenced > 0)).all()),
             _evidence(mv, ["commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards", "duplicates"])))
-    kip848 = t[t.design == "modern-kip848"]
+    kip848 = t[t.design == "consumer-848"]
     for variant in VARIANTS:
         kv = kip848[kip848.variant == variant]
         out.append(Finding(
-            f"modern-kip848-{variant}-fenced",
+            f"consumer-848-{variant}-fenced",
             f"Consumer protocol (KIP-848), {variant}: the zombie is fenced by its member epoch (its commit refused "
             "or its heartbeat told it is no member), none of its commits is accepted, no committed offset moves "
             "backwards", len(kv) > 0 and bool(((kv.zombie_commits_accepted == 0) & (kv.offsets_moved_backwards == 0)
@@ -216,12 +216,12 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
             _evidence(r, ["requests_fenced", "commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards",
                           "duplicates"])))
     cut = legacy[legacy.variant == "cut"]
-    out.append(Finding("legacy-cut-blocked-commit-lands",
+    out.append(Finding("zookeeper-cut-blocked-commit-lands",
                        "ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
                        "connection and lands on its new session (zombie commits accepted)",
                        len(cut) > 0 and bool((cut.zombie_commits_accepted > 0).all()),
                        _evidence(cut, ["zombie_commits_accepted"])))
-    out.append(Finding("legacy-offset-backwards",
+    out.append(Finding("zookeeper-offset-backwards",
                        "ZooKeeper era: a zombie's accepted commit moved a committed offset backwards (in at least "
                        "one trial)", bool((legacy.offsets_moved_backwards > 0).any()),
                        _evidence(legacy, ["offsets_moved_backwards"])))

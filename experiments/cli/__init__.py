@@ -2,7 +2,7 @@
 
 Subcommands (argparse, one module each):
 
-- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile tour|standard|full] [--out DIR]
+- `run herd [--designs zookeeper,classic] [--consumers 2,4,8] [--profile tour|standard|full] [--out DIR]
   [--master URL]`:
   an experiment's grid of trials as a Spark job; writes DIR/summary.csv and Parquet results.
 - `reproduce [--profile tour|standard|full]`: every experiment of the profile into a new run directory, then its
@@ -16,7 +16,7 @@ Subcommands (argparse, one module each):
   at with any client, until Ctrl-C.
 - `cluster up [--brokers 3] [--topic t:12] [--rate 200]`: ZooKeeper, brokers, a
   topic and a producer, until Ctrl-C.
-- `consumers --design legacy --zk C --group G --topic T --count N`: consumers
+- `consumers --design zookeeper --zk C --group G --topic T --count N`: consumers
   that print every rebalance, until Ctrl-C.
 - `assign --assignor NAME FILE.json`: run an assignment strategy (Kafka's leader-side and KIP-848
   server-side assignors, RocketMQ's and TubeMQ's client-side ones) on a group described in a file.

@@ -37,7 +37,7 @@ def run_compare(args) -> int:
     if not path.exists():
         raise LabError(f"{args.run_dir} is not a run directory: it has no summary.csv.",
                        "Give the directory a `run` or `reproduce` wrote, or run one.")
-    summary = published.with_added_columns(pd.read_csv(path))
+    summary = published.read_summary(path)
     theirs = published.published_summary()
     if theirs is None:
         raise LabError("There is no published report to compare with (report/summary.csv is missing).",

@@ -1,12 +1,12 @@
 """`consumers`: run N consumers of one group against a running `cluster up`, and watch them rebalance.
 
-    python -m experiments consumers --design legacy --zk 127.0.0.1:PORT --group g --topic t --count 3
-    python -m experiments consumers --design modern --bootstrap 127.0.0.1:9092 --group g --topic t --count 3
+    python -m experiments consumers --design zookeeper --zk 127.0.0.1:PORT --group g --topic t --count 3
+    python -m experiments consumers --design classic --bootstrap 127.0.0.1:9092 --group g --topic t --count 3
 
 Every state change and assignment is printed as it happens: start a second
 `consumers` command in another terminal and watch every member of the group
-rebalance. The ZooKeeper-era family (`legacy`) talks to ZooKeeper; the
-coordinator-era family (`modern`) talks only to brokers, one of which is the
+rebalance. The ZooKeeper-era family (`zookeeper`) talks to ZooKeeper; the
+coordinator-era family (`classic`) talks only to brokers, one of which is the
 group's coordinator. Ctrl-C stops them gracefully; nothing of them is left in
 ZooKeeper, in the group or in the process table.
 """
@@ -18,14 +18,15 @@ import time
 
 from rich.console import Console
 
-from experiments.engine.families import FAMILIES
+from experiments.engine.families import FAMILIES, current_name
 from lab_cluster.cleanup import make_temp_dir
 from lab_cluster.errors import LabError
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("consumers", help="run N consumers of a group and print every rebalance until Ctrl-C")
-    p.add_argument("--design", choices=sorted(FAMILIES), required=True)
+    p.add_argument("--design", choices=sorted(FAMILIES), required=True, type=current_name,
+                   help="the design its consumers run (an old name, `legacy` or `modern`, still works)")
     p.add_argument("--zk", help="ZooKeeper connect string (from `cluster up`), for a family that talks to ZooKeeper")
     p.add_argument("--bootstrap", help="host:port[,host:port...] of brokers (from `cluster up`), for one that does not")
     p.add_argument("--kafka-bootstrap", help="the brokers' Kafka listeners (`cluster up`'s `kafka bootstrap:` line), "
@@ -34,7 +35,7 @@ def add_parser(sub) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--config", action="append", default=[],
-                   help="KEY=VALUE consumer config (Kafka 0.8 names for legacy, Java client names for modern)")
+                   help="KEY=VALUE consumer config (Kafka 0.8 names for zookeeper, Java client names for classic)")
     p.add_argument("--dir", help="keep the consumers' traces here (default: a temp dir removed at exit)")
     p.set_defaults(run=run)
 

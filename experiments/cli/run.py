@@ -1,6 +1,6 @@
 """`run EXPERIMENT`, `reproduce` and `report RUN_DIR`: the lab's main job.
 
-- `run herd [--designs legacy,modern] [--consumers 2,4,8] [--profile tour|standard|full] [--out DIR] [--master URL]
+- `run herd [--designs zookeeper,classic] [--consumers 2,4,8] [--profile tour|standard|full] [--out DIR] [--master URL]
   [--trials-per-machine K] [--backend B] [--host-tasks K]`: the experiment's grid as a Spark job, a progress
   bar per trial, a results table at the end (with `--host-tasks`, each trial's group spread over a barrier
   stage's tasks: `experiments/engine/host_tasks.py`); writes `DIR/summary.csv`, `DIR/results/*.parquet`,
@@ -34,6 +34,7 @@ from rich.table import Table
 
 from experiments.catalogue import DESIGNS, EXPERIMENTS, KEEP_TIMELINES, VERSIONS
 from experiments.engine import profiles, store
+from experiments.engine.families import RENAMED, current_name
 from experiments.engine.profiles import STANDARD, TOUR, TRIALS_PER_MACHINE
 from experiments.report import published
 from lab_cluster.errors import LabError
@@ -107,7 +108,10 @@ def _designs(text: str | None, experiment, profile: str) -> tuple[str, ...]:
     """The designs `--designs` names, each one the experiment runs; none given: every one the profile runs."""
     if text is None:
         return experiment.designs_in(profile) if experiment.runs_in(profile) else experiment.designs
-    designs = tuple(d.strip() for d in text.split(",") if d.strip())
+    given = [d.strip() for d in text.split(",") if d.strip()]
+    for old in (d for d in given if d in RENAMED):
+        _console().print(f"[yellow]note:[/] design {old!r} is now called {RENAMED[old]!r}; it still works")
+    designs = tuple(current_name(d) for d in given)
     unknown = [d for d in designs if d not in experiment.designs]
     if not designs or unknown:
         raise LabError(f"--designs {text!r}: {experiment.name} has no design(s) {unknown}.",
@@ -232,8 +236,8 @@ def spread_over_tasks(specs, tasks: int) -> list:
     trials whose members have processes of their own (`layout="spread"`) are left as they are.
 
     >>> from experiments.engine.trial import TrialSpec
-    >>> [s.host_tasks for s in spread_over_tasks([TrialSpec("herd", "modern", 1, 4), TrialSpec("herd", "modern",
-    ...     8, 8), TrialSpec("zombie", "modern", 2, 4, layout="spread", steps=("pause",))], 2)]
+    >>> [s.host_tasks for s in spread_over_tasks([TrialSpec("herd", "classic", 1, 4), TrialSpec("herd", "classic",
+    ...     8, 8), TrialSpec("zombie", "classic", 2, 4, layout="spread", steps=("pause",))], 2)]
     [1, 2, 0]
     """
     if tasks < 0:

@@ -28,6 +28,23 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     *kafka_clients.FAMILIES,
 )}
 
+#: the designs' names before they took Kafka's own (its documentation speaks of *classic* groups and of the
+#: *consumer* group protocol, KIP-848): {old name: today's}. Runs stored before keep the old names in their files;
+#: whatever reads a stored run reads them as today's (`current_name`), and the CLI takes either
+RENAMED: dict[str, str] = {"legacy": "zookeeper", "modern": "classic", "modern-static": "classic-static",
+                           "modern-coop": "classic-coop", "modern-static-coop": "classic-static-coop",
+                           "modern-kip848": "consumer-848"}
+
+
+def current_name(design: str) -> str:
+    """A design's name today, given its name in a stored run or on the command line.
+
+    >>> current_name("modern-kip848"), current_name("classic"), current_name("rocketmq")
+    ('consumer-848', 'classic', 'rocketmq')
+    """
+    return RENAMED.get(design, design)
+
+
 #: the real Kafka clients' designs (`kafka_clients/`): the libraries unchanged, on the brokers' Kafka listeners
 REAL_CLIENTS: tuple[str, ...] = tuple(f.name for f in kafka_clients.FAMILIES)
 

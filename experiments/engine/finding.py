@@ -4,7 +4,7 @@ Each experiment's `findings(summary)` returns them in the order its report
 states them. The `id` is stable: tests, `reproduce`'s comparison with the
 published report and `findings.csv` name a finding by it, so rewording a claim
 changes no test and loses no comparison. It reads `<era>-<case>-<what>`, e.g.
-`legacy-join-notified`; an experiment's ids are unique within it.
+`zookeeper-join-notified`; an experiment's ids are unique within it.
 """
 
 from __future__ import annotations

@@ -153,9 +153,9 @@ def longest_first(specs: list[TrialSpec], seconds: dict[str, float] | None = Non
     took 85 s of its 4 minutes). The order changes when a trial starts, not what it measures.
 
     >>> from experiments.engine.trial import TrialSpec
-    >>> [s.design for s in longest_first([TrialSpec("herd", "legacy", 2, 4), TrialSpec("herd", "modern", 2, 4),
-    ...                                   TrialSpec("herd", "tubemq", 2, 4)], {"herd/modern": 30, "herd/tubemq": 60})]
-    ['tubemq', 'modern', 'legacy']
+    >>> [s.design for s in longest_first([TrialSpec("herd", "zookeeper", 2, 4), TrialSpec("herd", "classic", 2, 4),
+    ...                                   TrialSpec("herd", "tubemq", 2, 4)], {"herd/classic": 30, "herd/tubemq": 60})]
+    ['tubemq', 'classic', 'zookeeper']
     """
     if seconds is None:
         from experiments.bench.trial_time import mean_seconds

@@ -1,7 +1,7 @@
 """One trial: a fresh cluster, one consumer group, a scripted change, everything stopped after.
 
 A `TrialSpec` says what to run: the experiment and its variant, the design
-(`legacy` or `modern`), the group size N, the partitions P, the producer's
+(`zookeeper` or `classic`), the group size N, the partitions P, the producer's
 rate, the seed, consumer config overrides, the ZooKeeper ensemble's size, how
 the group is laid out over processes, a follower's quorum delay and the
 scenario's steps. `run_trial(spec, dir)` then, in order:
@@ -49,7 +49,7 @@ never analysed as if it had succeeded.
 
 Usage::
 
-    spec = TrialSpec("zombie", "legacy", consumers=2, partitions=4, layout="spread", steps=("pause", "resume"))
+    spec = TrialSpec("zombie", "zookeeper", consumers=2, partitions=4, layout="spread", steps=("pause", "resume"))
     result = run_trial(spec, Path("runs/x/trials") / spec.trial_id)
 """
 

@@ -14,24 +14,24 @@ from experiments.report.parts import STYLE, table
 
 #: what makes each design's figures what they are, and where to read it
 MECHANISM = {
-    "legacy": "ZooKeeper watches tell every consumer; each rebalances alone from what its own server shows "
+    "zookeeper": "ZooKeeper watches tell every consumer; each rebalances alone from what its own server shows "
               "(`legacy_zk/view.py`) and claims owner znodes; offsets are plain ZooKeeper writes",
-    "modern": "the coordinator tells members at their next heartbeat; one leader assigns for the generation; "
+    "classic": "the coordinator tells members at their next heartbeat; one leader assigns for the generation; "
               "generation and member id fence commits (`modern_coord/coordinator/`)",
     "rocketmq": "every broker pushes to every consumer; each allocates alone from one broker's id list "
                 "(`rocketmq_client/rebalance.py`); brokers accept offsets from anyone",
     "tubemq": "no membership: each node takes its hash share of a fixed sourceCount; nobody is told or takes "
               "over; the master refuses conflicting nodes and the broker serves and commits for the holder only "
               "(`tubemq_client/`)",
-    "modern-static": "a static member's close sends no LeaveGroup and its return within the session timeout takes "
+    "classic-static": "a static member's close sends no LeaveGroup and its return within the session timeout takes "
                      "its old place, generation and partitions: nobody else rebalances "
                      "(`modern_coord/coordinator/coordinator.py`, KIP-345)",
-    "modern-coop": "members keep what they own through a rebalance; the leader withholds what changes owner, "
+    "classic-coop": "members keep what they own through a rebalance; the leader withholds what changes owner, "
                    "revoked and handed out in one more round (`lab_cluster/assignment/cooperative_sticky.py`, "
                    "KIP-429)",
-    "modern-static-coop": "both: a restart within the session timeout is no rebalance at all; any other change is "
+    "classic-static-coop": "both: a restart within the session timeout is no rebalance at all; any other change is "
                           "cooperative (`modern_coord/variants.py`)",
-    "modern-kip848": "no barrier: the coordinator computes every member's target (`uniform`), and each member "
+    "consumer-848": "no barrier: the coordinator computes every member's target (`uniform`), and each member "
                      "reconciles alone through its heartbeats, a partition handed over only once its owner has "
                      "released it; member epochs fence heartbeats and commits "
                      "(`modern_coord/coordinator/consumer_protocol.py`, KIP-848)",

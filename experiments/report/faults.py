@@ -211,7 +211,7 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> Section:
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("faults", "`pause`: SIGSTOP `c1` until the group converged without it and "
                         f"{run.spec(zombie.NAME, 'hold_s')} s more, then SIGCONT; `cut`: blackhole `c1`'s link to "
-                        "ZooKeeper (legacy) or to its coordinator (modern), its broker links untouched, or its "
+                        "ZooKeeper (zookeeper) or to its coordinator (classic), its broker links untouched, or its "
                         "links to every broker (RocketMQ and TubeMQ, whose membership and messages share one "
                         "channel per broker), as long, then heal; a TubeMQ group cannot converge without `c1`, so "
                         f"the fault is held {zombie.CONVERGE_LIMIT_S['tubemq']:.0f} s (past its broker's 30 s "

@@ -75,12 +75,12 @@ def headline_figure(summary: pd.DataFrame, path: Path) -> Path | None:
         where = plotting.log_series(ax, s, design) if not s.empty else ""
         if where:
             zeros.append(f"{STYLE[design][1]} at {where}")
-    reads = herd.per_n(ok, "legacy", "join", "membership_reads_per_change")
+    reads = herd.per_n(ok, "zookeeper", "join", "membership_reads_per_change")
     if not reads.empty:
-        ax.plot(reads.index, reads.values, linestyle=":", color=STYLE["legacy"][0], marker=".",
+        ax.plot(reads.index, reads.values, linestyle=":", color=STYLE["zookeeper"][0], marker=".",
                 label="ZooKeeper era: of them, registration reads")
         plotting.guide(ax, reads.index, reads.values, 2, "guide ∝ N², fitted to the registration reads")
-    classic = herd.per_n(ok, "modern", "join", "control_messages_per_change")
+    classic = herd.per_n(ok, "classic", "join", "control_messages_per_change")
     if not classic.empty:
         plotting.guide(ax, classic.index, classic.values, 1, "guide ∝ N, fitted to the classic coordinator's")
     ax.set_xscale("log", base=2)
@@ -103,40 +103,40 @@ def takeaways(summary: pd.DataFrame, full_herd: pd.DataFrame | None) -> list[str
     def has(design: str, column: str) -> bool:
         return design in rows.index and pd.notna(rows.at[design, column])
 
-    if has("legacy", "zk_requests") and has("modern", "control_messages"):
-        n = int(rows.at["legacy", "herd_n"])
+    if has("zookeeper", "zk_requests") and has("classic", "control_messages"):
+        n = int(rows.at["zookeeper", "herd_n"])
         said = (f"One join to a group of {n}: in the ZooKeeper era every member was notified and "
-                f"rebalanced alone ({cell(rows.at['legacy', 'notifications'])} notifications, "
-                f"{cell(rows.at['legacy', 'zk_requests'])} ZooKeeper requests); the classic coordinator told them "
-                f"through their heartbeats, for {cell(rows.at['modern', 'control_messages'])} control messages in "
+                f"rebalanced alone ({cell(rows.at['zookeeper', 'notifications'])} notifications, "
+                f"{cell(rows.at['zookeeper', 'zk_requests'])} ZooKeeper requests); the classic coordinator told them "
+                f"through their heartbeats, for {cell(rows.at['classic', 'control_messages'])} control messages in "
                 f"all")
-        if has("modern-kip848", "members_stopped"):
-            said += (f", and under KIP-848 {cell(rows.at['modern-kip848', 'members_stopped'])} of the "
-                     f"{cell(rows.at['modern', 'members_stopped'])} members stopped")
+        if has("consumer-848", "members_stopped"):
+            said += (f", and under KIP-848 {cell(rows.at['consumer-848', 'members_stopped'])} of the "
+                     f"{cell(rows.at['classic', 'members_stopped'])} members stopped")
         out.append(said + " ([Herd](#herd)).")
     if full_herd is not None and not full_herd.empty:
         out.append(_at_full_size(full_herd))
-    if has("legacy", "split_brain_trouble"):
-        delay = int(ok[(ok.experiment == split_brain.NAME) & (ok.design == "legacy")].follower_delay_ms.max())
+    if has("zookeeper", "split_brain_trouble"):
+        delay = int(ok[(ok.experiment == split_brain.NAME) & (ok.design == "zookeeper")].follower_delay_ms.max())
         said = (f"With a follower {delay} ms behind, the ZooKeeper era's consumers computed from different "
-                f"memberships: {cell(rows.at['legacy', 'split_brain_trouble'])} owner conflicts and failed "
+                f"memberships: {cell(rows.at['zookeeper', 'split_brain_trouble'])} owner conflicts and failed "
                 f"rebalances in one burst of changes")
-        if has("modern", "split_brain_trouble"):
-            said += f", the coordinator's {cell(rows.at['modern', 'split_brain_trouble'])}"
+        if has("classic", "split_brain_trouble"):
+            said += f", the coordinator's {cell(rows.at['classic', 'split_brain_trouble'])}"
         out.append(said + " ([Split brain](#split-brain)).")
-    if has("legacy", "zombie_accepted") and has("modern", "zombie_fenced"):
+    if has("zookeeper", "zombie_accepted") and has("classic", "zombie_fenced"):
         said = (f"A consumer the group gave up on (paused, then cut off) came back and committed offsets: ZooKeeper "
-                f"accepted {cell(rows.at['legacy', 'zombie_accepted'])} of those commits, the coordinator accepted "
-                f"{cell(rows.at['modern', 'zombie_accepted'])} and fenced {cell(rows.at['modern', 'zombie_fenced'])}")
+                f"accepted {cell(rows.at['zookeeper', 'zombie_accepted'])} of those commits, the coordinator accepted "
+                f"{cell(rows.at['classic', 'zombie_accepted'])} and fenced {cell(rows.at['classic', 'zombie_fenced'])}")
         if has("rocketmq", "zombie_accepted"):
             said += f", RocketMQ's brokers accepted {cell(rows.at['rocketmq', 'zombie_accepted'])}"
         out.append(said + " ([Zombie](#zombie)).")
     restarts = storm.per_trial(ok[ok.experiment == storm.NAME]) if (ok.experiment == storm.NAME).any() else None
-    if restarts is not None and {"modern", "modern-coop", "modern-static"} <= set(restarts.design):
+    if restarts is not None and {"classic", "classic-coop", "classic-static"} <= set(restarts.design):
         revoked = restarts.groupby("design").partitions_revoked.mean()
         out.append(f"A rolling restart of the whole group made the others give up "
-                   f"{cell(revoked['modern'])} partitions under the classic protocol, {cell(revoked['modern-coop'])} "
-                   f"with cooperative rebalancing and {cell(revoked['modern-static'])} with static membership "
+                   f"{cell(revoked['classic'])} partitions under the classic protocol, {cell(revoked['classic-coop'])} "
+                   f"with cooperative rebalancing and {cell(revoked['classic-static'])} with static membership "
                    f"([Storm](#storm)).")
     return out
 

@@ -45,14 +45,14 @@ COLUMNS = (
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per design the run has, in the registry's order, with `COLUMNS` (NaN where not run).
 
-    >>> s = pd.DataFrame({"experiment": ["herd", "herd", "zombie"], "design": ["legacy", "legacy", "legacy"],
+    >>> s = pd.DataFrame({"experiment": ["herd", "herd", "zombie"], "design": ["zookeeper", "zookeeper", "zookeeper"],
     ...     "status": "ok", "change": ["join", "join", "heal"], "consumers": [2, 8, 2], "trial": ["h2", "h8", "z"],
     ...     "zk_requests_per_change": [40.0, 300.0, 0], "notifications_per_change": [3.0, 9.0, 0],
     ...     "control_messages_per_change": [40.0, 300.0, 0], "members_revoking": [2.0, 8.0, 0],
     ...     "partitions_revoked": [4.0, 8.0, 0], "convergence_ms": [900.0, 2000.0, 0], "rebalance_failures": 0,
     ...     "zombie_commits_accepted": [0, 0, 3.0], "commits_fenced": [0, 0, 0.0]})
     >>> headline(s)[["design", "herd_n", "zk_requests", "zombie_accepted", "split_brain_trouble"]].to_dict("records")
-    [{'design': 'legacy', 'herd_n': 8.0, 'zk_requests': 300.0, 'zombie_accepted': 3.0, 'split_brain_trouble': nan}]
+    [{'design': 'zookeeper', 'herd_n': 8.0, 'zk_requests': 300.0, 'zombie_accepted': 3.0, 'split_brain_trouble': nan}]
     """
     ok = summary[summary.status == "ok"]
     designs = [d for d in FAMILIES if d in set(ok.design)]

@@ -221,10 +221,10 @@ def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:
                 elif where := plotting.log_series(ax, s, design, linestyle, name):
                     zeros.append(f"{STYLE[design][1]}, {change}: {where}")
         if metric == "zk_requests_per_change":
-            reads = herd.per_n(ok, "legacy", "join", "membership_reads_per_change")
+            reads = herd.per_n(ok, "zookeeper", "join", "membership_reads_per_change")
             plotting.guide(ax, reads.index, reads.values, 2, "guide ∝ N² (the ZooKeeper era's registration reads)")
         if metric == "control_messages_per_change":
-            classic = herd.per_n(ok, "modern", "join", metric)
+            classic = herd.per_n(ok, "classic", "join", metric)
             plotting.guide(ax, classic.index, classic.values, 1, "guide ∝ N (the classic coordinator's)")
         ax.set_xscale("log", base=2)
         if scale == "symlog":
@@ -315,7 +315,7 @@ def _partitions_note(summary: pd.DataFrame) -> str:
     if ps == [profile_p]:
         return ""
     note = (f" P is {', '.join(str(int(p)) for p in ps)}, as the run was given it (`--partitions`), not the full "
-            f"profile's {profile_p}: the README's \"The lab's own overhead\" says why.")
+            f"profile's {profile_p}: `benchmarks/README.md` (`bench group-size`) says why.")
     if max(ps) < summary.consumers.max():
         note += (" Past N = P, the members beyond the P-th own nothing: a change may move no partition at all, and "
                  "what it still costs is the protocol's alone.")

@@ -60,7 +60,7 @@ class Outcome:
 def published_summary() -> pd.DataFrame | None:
     """The stored results the published report was rendered from, or None where there is none."""
     path = SOURCES / "summary.csv"
-    return with_added_columns(pd.read_csv(path)) if path.exists() else None
+    return read_summary(path) if path.exists() else None
 
 
 #: metrics added after a report was published, which only the findings of designs or experiments added with
@@ -89,6 +89,15 @@ def missing_columns(summary: pd.DataFrame) -> list[str]:
 def with_added_columns(summary: pd.DataFrame) -> pd.DataFrame:
     """`summary` with every `ADDED_LATER` column it lacks, empty."""
     return summary.assign(**{c: float("nan") for c in ADDED_LATER if c not in summary.columns})
+
+
+def read_summary(path: Path) -> pd.DataFrame:
+    """A stored `summary.csv` as today's code reads it: every `ADDED_LATER` column it lacks, empty, and its designs
+    under today's names (`families.RENAMED`: a run stored before the renaming says `legacy` for `zookeeper`)."""
+    from experiments.engine.families import current_name
+
+    summary = with_added_columns(pd.read_csv(path))
+    return summary.assign(design=summary.design.map(current_name)) if "design" in summary else summary
 
 
 def compare(summary: pd.DataFrame, computed: dict[str, dict[str, pd.DataFrame]] | None = None) -> list[Outcome]:

@@ -1,6 +1,6 @@
 """The report's section on the real Kafka clients: does the lab's consumer behave like them on the same coordinator?
 
-The lab's coordinator-era consumer (`modern`, `modern_coord/consumer.py`) is
+The lab's coordinator-era consumer (`classic`, `modern_coord/consumer.py`) is
 written after Kafka's Java client; kafka-python's `KafkaConsumer` and
 librdkafka's consumer (`kafka_clients/`) are the libraries people run,
 unchanged, on the brokers' Kafka listeners. The herd, zombie and storm
@@ -23,7 +23,7 @@ from experiments.engine.finding import Finding, design_of
 from experiments.report.parts import STYLE, findings_list, table
 
 #: the lab's consumer, then the real clients, as the section compares them
-COMPARED = ("modern", *REAL_CLIENTS)
+COMPARED = ("classic", *REAL_CLIENTS)
 HERD_TABLE = [("consumers", "N"), ("broker_requests_per_change", "group requests to brokers"),
               ("generations", "rounds"), ("members_revoking", "others revoking"),
               ("partitions_revoked", "partitions they revoked"), ("convergence_ms", "convergence ms"),
@@ -45,7 +45,7 @@ def real_clients_section(summary: pd.DataFrame) -> str:
     checked = _their_findings(summary)
     return f"""## The real Kafka clients: does the lab's consumer behave like them?
 
-The lab's coordinator-era consumer (`modern`) is the lab's own code, written
+The lab's coordinator-era consumer (`classic`) is the lab's own code, written
 after Kafka's Java client. kafka-python's `KafkaConsumer` (3.x) and librdkafka's
 consumer (through confluent-kafka) are the libraries people run: here each is
 the library itself, unchanged, pointed at the brokers' Kafka listeners, which
@@ -55,7 +55,7 @@ coordinator. What each client does is in its trace from its own callbacks
 (`kafka_clients/member.py`: records processed, partitions assigned and revoked,
 commit outcomes); what the coordinator did is in the brokers' traces, whoever
 the client. The real clients run with their own defaults and the range assignor,
-as `modern` does, except where an experiment sets the era's timings (zombie:
+as `classic` does, except where an experiment sets the era's timings (zombie:
 a 6 s session, 2 s heartbeats, a commit every second). A real client connects
 where the brokers' metadata says, so no proxy can be put in its way: the
 zombie experiment pauses it (SIGSTOP), and does not cut its link.
@@ -122,7 +122,7 @@ def _reading(ok: pd.DataFrame) -> str:
     """What the herd's tables say, computed from them: the requests per change of each real client against the
     lab consumer's at the same N and change, and where the rounds differ."""
     rows = ok[(ok.experiment == herd.NAME) & ok.change.isin(("join", "leave"))]
-    ours = rows[rows.design == "modern"].set_index(["consumers", "change"])
+    ours = rows[rows.design == "classic"].set_index(["consumers", "change"])
     lines = []
     for design in REAL_CLIENTS:
         theirs = rows[rows.design == design].set_index(["consumers", "change"])

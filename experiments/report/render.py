@@ -48,16 +48,20 @@ def load(run_dir: Path) -> tuple[pd.DataFrame, dict, dict, list[dict]]:
     if missing:
         raise LabError(f"{run_dir} is not a run directory with stored results: {', '.join(missing)} missing.",
                        "Give the directory a `run` or `reproduce` wrote (it holds summary.csv), or run one.")
-    from experiments.report.published import missing_columns, with_added_columns
+    from experiments.engine.families import current_name
+    from experiments.report.published import missing_columns, read_summary
 
-    summary = with_added_columns(pd.read_csv(run_dir / "summary.csv"))
+    summary = read_summary(run_dir / "summary.csv")
     absent = missing_columns(summary)
     if absent:
         raise LabError(f"{run_dir / 'summary.csv'} was written by an older version of the lab: it has no "
                        f"{', '.join(absent)}.", "Render it with the lab's commit it records (environment.json), "
                        "or run the experiments again with this one.")
-    return (summary, json.loads((run_dir / "environment.json").read_text()),
-            json.loads((run_dir / "configs.json").read_text()), json.loads((run_dir / "grid.json").read_text()))
+    configs = {current_name(design): config for design, config in
+               json.loads((run_dir / "configs.json").read_text()).items()}
+    grid = [{**spec, "design": current_name(spec["design"])}
+            for spec in json.loads((run_dir / "grid.json").read_text())]
+    return summary, json.loads((run_dir / "environment.json").read_text()), configs, grid
 
 
 def checked_findings(summary: pd.DataFrame, computed: dict[str, dict[str, pd.DataFrame]] | None = None
