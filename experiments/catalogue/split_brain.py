@@ -1,5 +1,11 @@
 """The split-brain experiment: with a lagging ZooKeeper follower, do consumers compute from different views?
 
+*Split brain* means one thing across the lab: at one moment, the members of one group act on assignments
+computed from more than one view of the group (its membership; for TubeMQ, its size and node ids). It is
+measured as `view_divergence` above 1 (`experiments/metrics.py: views_in_effect`); owner conflicts, failed
+attempts and partitions with two owners are its consequences, counted apart. A zombie processing a partition
+the group gave to another is not split brain: that is the zombie experiment's double processing.
+
 For each design and each follower delay: a three-server ensemble, a group of
 N consumers each in its own process, the k-th holding its ZooKeeper session on
 server k mod 3 (so some sit on the lagging follower); once the group is stable

@@ -311,7 +311,8 @@ def _report_and_findings(console: Console, run_dir: Path, summary) -> list:
     # the verdict counts the published findings of experiments the run left out too, as not checked here
     console.print(f"[bold]{published.verdict(every)}[/] (this run's findings: {findings})")
     console.print(f"this run's report: {report}  (the published one, {_shown(published.REPORT)}, is unchanged)")
-    console.print(f"compare it: diff {_shown(published.REPORT)} {report}")
+    # two reports of one grid never match line for line (timings differ): compare the claims and headline figures
+    console.print(f"compare it, finding by finding and figure by figure: python -m experiments compare {run_dir}")
     refused = published.refusals(run_dir)
     if refused:
         console.print("it cannot be published: " + "; ".join(refused))
