@@ -71,7 +71,7 @@ OFFSET_COUNTS = ["duplicates", "messages_processed", "messages_produced", "gaps"
 #: exchange, re-planned one at a time; every operator's code is generated and compiled before a row flows;
 #: each shuffle is cut in several tasks. Unsplit, interpreted and in one task per shuffle, the same plans run
 #: in two thirds of the time. These settings change how Spark runs a plan, not what it means: every table of
-#: the stored runs came out identical (README, "Metrics throughput"); only what a plan leaves to chance may
+#: the stored runs came out identical (`benchmarks/README.md`, the metrics job); only what a plan leaves to chance may
 #: differ, as the last bit of a mean of doubles, summed in another order. `factoryMode` is Spark's switch for
 #: interpreted expressions, which its documentation keeps for its own use: a Spark release may drop it,
 #: and the plans then run compiled, as fast as before this setting, with the same values.
@@ -248,7 +248,7 @@ def bulk_pass_of_files(spark: SparkSession, files: list[str], intervals: DataFra
     events filtered out as it reads) and judges each of its partitions
     (`bulk_pass.judge_trials`): no record goes through Spark's rows, a shuffle or
     the JVM-to-Python bridge, which cost the Spark-fed pass (`bulk_pass`) three
-    quarters of its time (README, "Metrics throughput"). What it needs beside the files, the
+    quarters of its time (`benchmarks/README.md`, the metrics job). What it needs beside the files, the
     ownership intervals and the change windows (a few rows per change), goes
     with the function. Each file must hold whole trials (`Digest.of_files`)."""
     lookup = _window_lookup(windows)

@@ -29,7 +29,7 @@ _COMMON = dict(address="kafka_bootstrap", address_config="bootstrap.servers", co
                from_beginning={"auto.offset.reset": "earliest"})
 
 KAFKA_PYTHON = Family(
-    "kafka-python", "real client: kafka-python (KafkaConsumer 3.x)", "black", marker="*",
+    "kafka-python", "kafka-python (real client, 3.x)", "black", marker="*",
     package="kafka_clients:KAFKA_PYTHON",
     configure=kafka_python_member.configure, build=kafka_python_member.KafkaPythonMember,
     session_timeout_ms=kafka_python_member.session_timeout_ms,
@@ -37,7 +37,7 @@ KAFKA_PYTHON = Family(
     **_COMMON)
 
 LIBRDKAFKA = Family(
-    "librdkafka", "real client: librdkafka (confluent-kafka)", "tab:gray", marker=">",
+    "librdkafka", "librdkafka (real client, confluent-kafka)", "tab:gray", marker=">",
     package="kafka_clients:LIBRDKAFKA",
     configure=librdkafka_member.configure, build=librdkafka_member.LibrdkafkaMember,
     session_timeout_ms=librdkafka_member.session_timeout_ms,

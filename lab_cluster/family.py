@@ -27,7 +27,7 @@ from typing import Any, Protocol
 @dataclass(frozen=True)
 class Family:
     name: str  # the `design` of traces, specs and summaries, e.g. "zookeeper"
-    label: str  # how the report names it, e.g. "ZooKeeper era (legacy_zk)"
+    label: str  # how the report names it: its name, then what it is, e.g. "zookeeper (Kafka 0.8, ZooKeeper era)"
     colour: str  # matplotlib colour of its lines and bars, its own (a test checks no two designs share one)
     marker: str  # matplotlib marker of its points, its own too: the report tells designs apart without colour
     #: what `python -m lab_cluster.consumer_host --family <package>` loads: a package exporting it as `FAMILY`

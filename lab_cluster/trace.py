@@ -9,7 +9,7 @@ append-only, one JSON object per line and per event:
 | `ts_ns`     | long   | CLOCK_MONOTONIC in nanoseconds: one clock for every process of a machine |
 | `wall_ms`   | long   | wall-clock milliseconds since the epoch (for people, not for ordering) |
 | `trial`     | string | trial id                                                       |
-| `design`    | string | `zookeeper`, `classic` or `cluster`                                |
+| `design`    | string | the design (`experiments/engine/families.py`) or `cluster`      |
 | `actor`     | string | who recorded it (`c3`, `broker-1`, `producer`, `faults`)       |
 | `kind`      | string | the event: `processed`, `zk_watch_fired`, `join`, `fault`, ... |
 | `topic`, `partition`, `offset` | string, int, long | the message or partition concerned, when there is one |

@@ -12,7 +12,7 @@ from .config import ConsumerConfig
 from .consumer import LegacyConsumer
 
 FAMILY = Family(
-    "zookeeper", "ZooKeeper era (legacy_zk)", "tab:red", marker="o", package="legacy_zk",
+    "zookeeper", "zookeeper (Kafka 0.8, ZooKeeper era)", "tab:red", marker="o", package="legacy_zk",
     address="zk", address_config="zookeeper.connect",
     configure=lambda props, actor: ConsumerConfig.from_dict(props),
     build=lambda config, topics, trace, actor, on_change: LegacyConsumer(config, topics, trace, on_change=on_change),

@@ -35,7 +35,7 @@ def session_timeout_ms(config: ConsumerConfig) -> int:
 
 
 FAMILY = Family(
-    "classic", "coordinator era (modern_coord)", "tab:blue", marker="s", package="modern_coord",
+    "classic", "classic (coordinator, eager)", "tab:blue", marker="s", package="modern_coord",
     address="bootstrap", address_config="bootstrap.servers",
     # each member's client.id (its member id's prefix) is its actor name unless set
     configure=lambda props, actor: ConsumerConfig.from_dict({"client.id": actor, **props}),

@@ -61,20 +61,20 @@ def _with_defaults(defaults: dict[str, str]):
     return configure
 
 
-STATIC = replace(FAMILY, name="classic-static", label="coordinator era, static membership (KIP-345)",
+STATIC = replace(FAMILY, name="classic-static", label="classic-static (KIP-345)",
                  colour="tab:cyan", marker="v",
                  package="modern_coord.variants:STATIC", configure=_with_defaults(STATIC_PROPS),
                  every_member_rebalances=False)
-COOP = replace(FAMILY, name="classic-coop", label="coordinator era, cooperative (KIP-429)", colour="tab:orange",
+COOP = replace(FAMILY, name="classic-coop", label="classic-coop (KIP-429)", colour="tab:orange",
                marker="^", package="modern_coord.variants:COOP", configure=_with_defaults(COOP_PROPS))
-STATIC_COOP = replace(FAMILY, name="classic-static-coop", label="coordinator era, static + cooperative",
+STATIC_COOP = replace(FAMILY, name="classic-static-coop", label="classic-static-coop (KIP-345 + 429)",
                       colour="tab:olive", marker="<", package="modern_coord.variants:STATIC_COOP",
                       configure=_with_defaults({**STATIC_PROPS, **COOP_PROPS}), every_member_rebalances=False)
 
 #: the coordinator recomputes the target on every membership change, but a member whose partitions do not move
 #: only sees its epoch go up: the runner waits for the group's fixpoint (every partition held once, even loads,
 #: one epoch), not for a rebalance from every member
-KIP848 = replace(FAMILY, name="consumer-848", label="coordinator era, consumer protocol (KIP-848)",
+KIP848 = replace(FAMILY, name="consumer-848", label="consumer-848 (KIP-848)",
                  colour="tab:brown", marker="D",
                  package="modern_coord.variants:KIP848", configure=_with_defaults(KIP848_PROPS),
                  every_member_rebalances=False, broker_config=KIP848_BROKER_CONFIG, computes="coordinator",

@@ -52,7 +52,7 @@ def _configure(props: dict[str, str], actor: str) -> ClientConfig:
 
 
 FAMILY = Family(
-    "rocketmq", "RocketMQ 4.x client rebalance (rocketmq_client)", "tab:green", marker="P", package="rocketmq_client",
+    "rocketmq", "rocketmq (RocketMQ 4.x client rebalance)", "tab:green", marker="P", package="rocketmq_client",
     address="bootstrap", address_config="namesrvAddr",
     configure=_configure,
     build=lambda config, topics, trace, actor, on_change: PushConsumer(config, topics, trace, on_change=on_change),

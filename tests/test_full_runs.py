@@ -67,7 +67,7 @@ def test_a_full_profile_run_follows_its_quick_section_and_stays_when_a_quick_run
     # the rest of the report after its first screen (whose figure and sentences now read the full run) is the
     # quick run's, byte for byte
     body = report.index("## Herd\n")
-    assert "(the herd's full-profile run)" in report[:body] and "At N = 32 one join cost" in report[:body]
+    assert "(the herd's full-profile run)" in report[:body] and "At N = 32, one join cost" in report[:body]
     assert report[body:full] + report[split:] == before[before.index("## Herd\n"):]
 
     # a quick run published later replaces the report, and the full run stays in it

@@ -1,8 +1,9 @@
-"""The grid on a real standalone Spark cluster, not only `local[*]`: the README's `spark-submit` path, end to end.
+"""The grid on a real standalone Spark cluster, not only `local[*]`: `docs/use.md`'s `spark-submit` path, end
+to end.
 
 A master and two workers (one core each) start from the pyspark installation's
 own `spark-class` on loopback (`lab_cluster/spark_standalone.py`); the lab is
-zipped as the README says and `spark-submit` runs a small herd grid (two
+zipped as `docs/use.md` says and `spark-submit` runs a small herd grid (two
 trials) on the cluster. Each trial provisions its own ZooKeeper (embedded:
 from the worker's Spark jars) and brokers inside its executor's task.
 """
@@ -26,7 +27,7 @@ from lab_cluster.spark_standalone import StandaloneCluster, spark_home
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[1]
-#: what the README's `zip -qr lab.zip ...` puts in the archive
+#: what `docs/use.md`'s `zip -qr lab.zip ...` puts in the archive
 PACKAGES = ("lab_cluster", "legacy_zk", "modern_coord", "rocketmq_client", "tubemq_client", "kafka_clients",
             "experiments")
 
@@ -41,7 +42,7 @@ def _lab_zip(path: Path) -> Path:
 
 
 def _spark_submit(cluster, tmp_path: Path, *lab_args: str) -> Path:
-    """The README's `spark-submit` path: the lab zipped, `lab_experiments.py LAB_ARGS` on `cluster` with the
+    """`docs/use.md`'s `spark-submit` path: the lab zipped, `lab_experiments.py LAB_ARGS` on `cluster` with the
     embedded backend, into `tmp_path/run`, which it returns once the command has succeeded."""
     out = tmp_path / "run"
     command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url,

@@ -46,7 +46,7 @@ def _configure(props: dict[str, str], actor: str) -> ConsumerConfig:
 
 
 FAMILY = Family(
-    "tubemq", "TubeMQ client balance (tubemq_client)", "tab:purple", marker="X", package="tubemq_client",
+    "tubemq", "tubemq (TubeMQ client balance)", "tab:purple", marker="X", package="tubemq_client",
     address="bootstrap", address_config="masterHostAndPort", configure=_configure,
     build=lambda config, topics, trace, actor, on_change: BalancingNode(config, topics, trace, name=actor,
                                                                         on_change=on_change),

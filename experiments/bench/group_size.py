@@ -40,6 +40,7 @@ from rich.console import Console
 from experiments.bench.harness import keep_before
 from experiments.catalogue import herd
 from experiments.engine.environment import lab_commit, machine
+from experiments.engine.families import RENAMED, current_name
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
 
 FIGURES = ("status", "reason", "wall_s", "hosts", "host_late_ms_max", "host_late_ms_mean", "host_cpu_share_max",
@@ -121,7 +122,8 @@ def run(args) -> int:
     commit = lab_commit()
     work = make_temp_dir("bench-group-size")
     try:
-        for design in args.designs.split(","):
+        for design in (current_name(d.strip()) for d in args.designs.split(",") if d.strip()):
+            _renamed_sweeps(sweeps, design)
             sweep = {"profile": args.profile, "partitions": herd.PROFILES[args.profile]["partitions"],
                      "sizes": sizes, "points": [], "largest_valid_n": None, "master": args.master,
                      "host_tasks": args.host_tasks,
@@ -182,3 +184,13 @@ def interrupted(exc: BaseException) -> bool:
 def _write(out: Path, doc: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _renamed_sweeps(sweeps: dict, design: str) -> None:
+    """Move the sweeps a file keeps under `design`'s old name (before the renaming: `legacy` for `zookeeper`) to
+    its name today, so that `keep_before` puts them on record beside the new one."""
+    for old, new in RENAMED.items():
+        if new == design and old in sweeps and design not in sweeps:
+            sweeps[design] = sweeps.pop(old)
+            if f"{old}_before" in sweeps:
+                sweeps[f"{design}_before"] = sweeps.pop(f"{old}_before")

@@ -75,7 +75,7 @@ PROFILES = {
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 2.0, "seeds": 3},
 }
 DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq")
-#: what lags, per design: a ZooKeeper follower under the consumers (zookeeper) or under the brokers (classic), or
+#: what lags, per design: a ZooKeeper follower under the consumers (`zookeeper`) or under the brokers (`classic`), or
 #: one broker that keeps RocketMQ's membership (every consumer's link to it delayed)
 LAG_PARAM = {"zookeeper": "follower_delay_ms", "classic": "follower_delay_ms", "consumer-848": "follower_delay_ms",
              "rocketmq": "broker_delay_ms"}

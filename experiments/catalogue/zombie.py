@@ -6,7 +6,7 @@ of two faults on `c1`, held until the group has converged without it and
 `hold_s` more (so that `c2` processes and commits what `c1` had), then healed:
 
 - `pause`: SIGSTOP past its session timeout, then SIGCONT (a long GC pause);
-- `cut`: its link to ZooKeeper (zookeeper) or to its coordinator (classic) is
+- `cut`: its link to ZooKeeper (`zookeeper`) or to its coordinator (`classic`) is
   blackholed while its links to the brokers stay up, then let through again;
   RocketMQ's and TubeMQ's consumers have one channel per broker for membership
   and messages alike, so their links to every broker are cut (TubeMQ's

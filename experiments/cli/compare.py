@@ -4,9 +4,10 @@ Two reports of the same grid never match line for line (timings differ from run 
 run), so a reproduction is judged on what the report claims: each published
 finding, checked by the same code on both runs' stored results
 (`report/published.py: compare`), and the headline figures per design
-(`report/headline.py`) side by side. Nothing is run and nothing is written; the
-run's own `findings.csv` (written by `reproduce`) and the published
-`report/findings.csv` hold the same outcomes for other tools.
+(`report/headline.py`) side by side. Nothing is run and nothing is written. For
+other tools: a run's `findings.csv` (written by `reproduce`) holds each finding
+there and in the published report; the published `report/findings.csv` holds
+the report's own findings with their evidence.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ def run_compare(args) -> int:
         raise LabError(f"{args.run_dir} is not a run directory: it has no summary.csv.",
                        "Give the directory a `run` or `reproduce` wrote, or run one.")
     summary = published.read_summary(path)
+    absent = published.missing_columns(summary)
+    if absent:
+        raise LabError(f"{path} was written by an older version of the lab: it has no {', '.join(absent)}.",
+                       "Compare it with the lab's commit it records (environment.json), or run it again.")
     theirs = published.published_summary()
     if theirs is None:
         raise LabError("There is no published report to compare with (report/summary.csv is missing).",

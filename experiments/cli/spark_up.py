@@ -2,7 +2,7 @@
 
 A master and `--workers` workers from the pyspark installation's own
 `spark-class` (`lab_cluster/spark_standalone.py`), to run a grid on as on a
-real cluster: `run herd --master <url>` or the README's `spark-submit` command.
+real cluster: `run herd --master <url>` or the `spark-submit` command of `docs/use.md`.
 Prints the master's URL and its workers.
 """
 

@@ -3,8 +3,9 @@
 Each experiment's `findings(summary)` returns them in the order its report
 states them. The `id` is stable: tests, `reproduce`'s comparison with the
 published report and `findings.csv` name a finding by it, so rewording a claim
-changes no test and loses no comparison. It reads `<era>-<case>-<what>`, e.g.
-`zookeeper-join-notified`; an experiment's ids are unique within it.
+changes no test and loses no comparison. It reads `<design>-<case>-<what>`, e.g.
+`zookeeper-join-notified`; an experiment's ids are unique within it. The ids changed once, with the designs'
+names; a `findings.csv` saved before reads under today's (`report/published.py: current_finding_id`).
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ def designs_compared(summary: pd.DataFrame) -> str:
         bc = broker_churn.per_trial(ok[ok.design == design]) if (ok.experiment == "broker_churn").any() \
             else pd.DataFrame()
         bc = bc[bc.watch.isin(["", "always"])] if not bc.empty else bc  # the ZooKeeper era's default
-        rows.append((label, _mean(h, "control_messages_per_change"), _mean(h, "convergence_ms"),
+        converged = h[h.rebalance_failures == 0] if not h.empty else h  # a refused join has no convergence time
+        rows.append((label, _mean(h, "control_messages_per_change"), _mean(converged, "convergence_ms"),
                      _mean(sb, "unowned_partition_s"), _mean(sb, "double_processed_partition_s"),
                      _sum(z, "duplicates"), _sum(z, "zombie_commits_accepted"), _sum(z, "commits_fenced"),
                      fm.median_ms.median() if not fm.empty else None,
@@ -92,8 +93,8 @@ cooperative variants run there and in the broker churn only; the real Kafka
 clients in the herd, the zombie's pause and the storm only), and the broker
 churn's kill and restart summed, averaged over its victims (the ZooKeeper era
 watching `/brokers/ids`, its default). TubeMQ's
-join is refused: its row's join costs what its nodes send anyway, and
-converges never.
+join is refused: its row's join costs what its nodes send anyway, and has no
+convergence time.
 
 {table(header, rows)}"""
 

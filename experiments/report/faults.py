@@ -188,12 +188,15 @@ def _split_figure(ok: pd.DataFrame, path: Path) -> tuple[Path, str]:
     fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.6 * max(len(panels), 1) + 3, 3.4),
                              layout="constrained", squeeze=False)
     for ax, (metric, title) in zip(axes.flat, panels, strict=False):
-        for design in STYLE:
+        drawn = [d for d in STYLE if not split_brain.per_delay(ok, d, metric, "mean").empty]
+        for k, design in enumerate(drawn):
             s = split_brain.per_delay(ok, design, metric, "mean")
-            if not s.empty:
-                ax.plot(s.index, s.values, "-", **plotting.look(design))
+            # the earlier drawn, the larger its markers: designs with equal values show one inside another
+            ax.plot(s.index, s.values, "-", markersize=5 + 2.5 * (len(drawn) - 1 - k), markerfacecolor="none",
+                    markeredgewidth=1.5, **plotting.look(design))
         ax.set_title(title)
-        ax.set_xlabel("delay (ms, each way)")
+        ax.set_xlabel("delay (ms, each way): a follower's, or\nRocketMQ's broker's")
+        plotting.integer_ticks(ax, ok[metric] if metric in ok else [])
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
     plotting.legend_outside(fig, axes.flat)
@@ -211,7 +214,7 @@ def zombie_section(summary: pd.DataFrame, run: StoredRun) -> Section:
              ("partitions P", ", ".join(str(int(p)) for p in sorted(summary.partitions.unique()))),
              ("faults", "`pause`: SIGSTOP `c1` until the group converged without it and "
                         f"{run.spec(zombie.NAME, 'hold_s')} s more, then SIGCONT; `cut`: blackhole `c1`'s link to "
-                        "ZooKeeper (zookeeper) or to its coordinator (classic), its broker links untouched, or its "
+                        "ZooKeeper (`zookeeper`) or to its coordinator (`classic`), its broker links untouched, or its "
                         "links to every broker (RocketMQ and TubeMQ, whose membership and messages share one "
                         "channel per broker), as long, then heal; a TubeMQ group cannot converge without `c1`, so "
                         f"the fault is held {zombie.CONVERGE_LIMIT_S['tubemq']:.0f} s (past its broker's 30 s "
@@ -306,7 +309,7 @@ the positions it had at the pause (`legacy_zk/consumer.py: _auto_commit_loop`):
 a zombie commit only if it had processed anything since its last commit
 before the pause, and then one behind what the new owner committed meanwhile,
 so the committed offset moves backwards here too; a pause that falls just
-after a tick leaves nothing to commit, and the pause variant shows none. The
+after a tick leaves nothing to commit. The
 finding claims what the faithful model guarantees: the zombie processes
 what another owns, and nothing refuses its commits. In the
 coordinator era every OffsetCommit carries the member id and generation, and
@@ -329,8 +332,9 @@ def _zombie_figure(ok: pd.DataFrame, path: Path) -> tuple[Path, str]:
                ("zombie_commits_accepted", "zombie commits accepted"),
                ("offsets_moved_backwards", "offsets moved backwards"), ("commits_fenced", "commits fenced")]
     metrics, zero = plotting.drawn_and_zero(metrics, lambda m: trials[m] if m in trials else [])
-    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(2.6 * max(len(metrics), 1) + 3, 3.2),
-                             layout="constrained", squeeze=False)
+    cols = min(max(len(metrics), 1), 3)
+    rows = -(-max(len(metrics), 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols + 3, 3.2 * rows), layout="constrained", squeeze=False)
     variants = list(zombie.VARIANTS)
     designs = [d for d in STYLE if (trials.design == d).any()]  # the run's designs, side by side per variant
     width = 0.8 / max(len(designs), 1)
@@ -343,6 +347,9 @@ def _zombie_figure(ok: pd.DataFrame, path: Path) -> tuple[Path, str]:
         ax.set_xticks(range(len(variants)), variants)
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
+        plotting.integer_ticks(ax, trials[metric])
+    for ax in axes.flat[len(metrics):]:
+        ax.set_visible(False)
     plotting.legend_outside(fig, axes.flat)
     plotting.save(fig, path)
     return path, zero

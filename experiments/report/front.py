@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.catalogue import herd, split_brain, storm
+from experiments.catalogue import herd, split_brain, storm, zombie
 from experiments.report import plotting
 from experiments.report.headline import headline
 from experiments.report.parts import STYLE, anchor, cell, table
@@ -23,36 +23,50 @@ QUESTION = ("Kafka 0.8's consumers managed their group through ZooKeeper: every 
             "and what each later design (Kafka's group coordinator and its protocols, RocketMQ's and TubeMQ's "
             "client-side balance, real Kafka clients) pays instead.")
 
-#: the headline table's columns: (headline.py's column, the header the report gives it)
-COLUMNS = (("zk_requests", "ZooKeeper requests"), ("notifications", "notifications"),
-           ("members_stopped", "members that stop"), ("partitions_revoked", "partitions revoked"),
-           ("stable_s", "s to a stable group"), ("split_brain_trouble", "split brain: conflicts + failed rebalances"),
-           ("zombie_accepted", "zombie commits accepted"))
+#: the headline table's columns: (headline.py's column, the header the report gives it, the experiment it is from)
+COLUMNS = (("zk_requests", "ZooKeeper requests", herd.NAME), ("notifications", "notifications", herd.NAME),
+           ("members_stopped", "members that stop", herd.NAME),
+           ("partitions_revoked", "partitions revoked", herd.NAME),
+           ("stable_s", "s to a stable group", herd.NAME),
+           ("split_brain_trouble", "owner conflicts + failed rebalances, lagging follower", split_brain.NAME),
+           ("zombie_accepted", "zombie commits accepted", zombie.NAME))
+#: what each experiment's columns measure, as the table's caption says it
+MEASURES = {herd.NAME: "one join to a group of {n} ([Herd](#herd))",
+            split_brain.NAME: "a burst of joins and a leave under the largest lag ([Split brain](#split-brain))",
+            zombie.NAME: "a consumer paused, and one cut off where the design can be ([Zombie](#zombie))"}
 
 
 def front(summary: pd.DataFrame, figures: Path, root: Path, full_herd: pd.DataFrame | None = None) -> str:
-    """The first screen of the report of `summary`'s run; `full_herd`: the herd's full-profile summary, if any."""
+    """The first screen of the report of `summary`'s run; `full_herd`: the herd's full-profile summary, if any.
+    The table has the columns of the experiments the run has, and no table where it has none of them."""
+    lines = [f"# Why consumer-group management moved out of ZooKeeper\n\n{QUESTION}"]
     rows = headline(summary)
-    ns = sorted(rows.herd_n.dropna().unique())
-    n_note = f"N = {int(ns[0])}" if len(ns) == 1 else "N = the largest each design ran (column N)"
-    header = ["design", *([] if len(ns) == 1 else ["N"]), *(label for _, label in COLUMNS)]
-    body = [(STYLE[r.design][1], *([] if len(ns) == 1 else [r.herd_n]), *(getattr(r, c) for c, _ in COLUMNS))
-            for r in rows.itertuples()]
+    ran = [e for e in MEASURES if (summary.experiment == e).any()]
+    if not rows.empty and ran:
+        columns = [(c, label) for c, label, e in COLUMNS if e in ran]
+        ns = sorted(rows.herd_n.dropna().unique())
+        n = f"N = {int(ns[0])}" if len(ns) == 1 else "N (the largest each design ran: column N)"
+        several = len(ns) > 1
+        header = ["design", *(["N"] if several else []), *(label for _, label in columns)]
+        body = [(STYLE[r.design][1], *([r.herd_n] if several else []), *(getattr(r, c) for c, _ in columns))
+                for r in rows.itertuples()]
+        measured = "; ".join(MEASURES[e].format(n=n) for e in ran)
+        lines.append("**The answer in one table.** " + measured[0].upper() + measured[1:]
+                     + ". \"–\": no such trial for that design; no time to a stable group where the join was refused."
+                     + "\n\n" + table(header, body))
     drawn = full_herd if full_herd is not None and not full_herd.empty else summary
     figure = headline_figure(drawn, figures / "headline.png")
-    lines = [f"# Why consumer-group management moved out of ZooKeeper\n\n{QUESTION}",
-             f"**The answer in one table.** One join to a group of {n_note} ([Herd](#herd)); a burst of joins and "
-             f"a leave under the largest lag ([Split brain](#split-brain)); a consumer paused and one cut off "
-             f"([Zombie](#zombie)). \"–\": the design did not run there; \"s to a stable group\" is empty where "
-             f"the join was refused.\n\n{table(header, body)}"]
     if figure:
-        n = int(drawn[drawn.experiment == herd.NAME].consumers.max())
+        herd_rows = drawn[drawn.experiment == herd.NAME]
+        n, p = int(herd_rows.consumers.max()), int(herd_rows.partitions.max())
+        past_p = (f"; past N = P = {p} a join may move no partition, and then costs only the joiner's own requests"
+                  if n > p else "")
         lines.append(f"![control messages for one join against the group size N, every design]"
                      f"({figure.relative_to(root).as_posix()})\n\n*Control messages (ZooKeeper requests and "
                      f"notifications, group requests) for one join, N up to {n}"
                      + (" (the herd's full-profile run)" if drawn is full_herd else "")
-                     + ", with the growth the herd's findings claim: N² fitted to the ZooKeeper era's registration "
-                     "reads, N to the classic coordinator's messages.*")
+                     + f", with dashed guides for the growth the herd's findings claim: N² fitted to the ZooKeeper "
+                     f"era's registration reads, N to the classic coordinator's messages{past_p}.*")
     sentences = takeaways(summary, full_herd)
     if sentences:
         lines.append("**What to take from it.**\n\n" + "\n".join(f"- {s}" for s in sentences))
@@ -74,11 +88,11 @@ def headline_figure(summary: pd.DataFrame, path: Path) -> Path | None:
         s = herd.per_n(ok, design, "join", "control_messages_per_change")
         where = plotting.log_series(ax, s, design) if not s.empty else ""
         if where:
-            zeros.append(f"{STYLE[design][1]} at {where}")
+            zeros.append(f"{design}: {where}")
     reads = herd.per_n(ok, "zookeeper", "join", "membership_reads_per_change")
     if not reads.empty:
         ax.plot(reads.index, reads.values, linestyle=":", color=STYLE["zookeeper"][0], marker=".",
-                label="ZooKeeper era: of them, registration reads")
+                label="zookeeper: of them, registration reads")
         plotting.guide(ax, reads.index, reads.values, 2, "guide ∝ N², fitted to the registration reads")
     classic = herd.per_n(ok, "classic", "join", "control_messages_per_change")
     if not classic.empty:
@@ -95,7 +109,8 @@ def headline_figure(summary: pd.DataFrame, path: Path) -> Path | None:
 
 
 def takeaways(summary: pd.DataFrame, full_herd: pd.DataFrame | None) -> list[str]:
-    """Three to five sentences, each from the run's own figures and pointing to the section that proves it."""
+    """Up to five sentences, each written only where the run has the trials it speaks of, each stating the run's
+    own figures (no claim a figure could contradict) and pointing to the section that proves what they mean."""
     ok = summary[summary.status == "ok"]
     rows = headline(summary).set_index("design")
     out = []
@@ -103,41 +118,42 @@ def takeaways(summary: pd.DataFrame, full_herd: pd.DataFrame | None) -> list[str
     def has(design: str, column: str) -> bool:
         return design in rows.index and pd.notna(rows.at[design, column])
 
+    def at(design: str, column: str) -> str:
+        return cell(rows.at[design, column])
+
     if has("zookeeper", "zk_requests") and has("classic", "control_messages"):
-        n = int(rows.at["zookeeper", "herd_n"])
-        said = (f"One join to a group of {n}: in the ZooKeeper era every member was notified and "
-                f"rebalanced alone ({cell(rows.at['zookeeper', 'notifications'])} notifications, "
-                f"{cell(rows.at['zookeeper', 'zk_requests'])} ZooKeeper requests); the classic coordinator told them "
-                f"through their heartbeats, for {cell(rows.at['classic', 'control_messages'])} control messages in "
-                f"all")
+        said = (f"One join to a group of {int(rows.at['zookeeper', 'herd_n'])}: the ZooKeeper era's consumers "
+                f"received {at('zookeeper', 'notifications')} notifications and sent "
+                f"{at('zookeeper', 'zk_requests')} ZooKeeper requests, each rebalancing alone; the classic "
+                f"coordinator's members sent {at('classic', 'zk_requests')} to ZooKeeper and "
+                f"{at('classic', 'control_messages')} control messages in all")
         if has("consumer-848", "members_stopped"):
-            said += (f", and under KIP-848 {cell(rows.at['consumer-848', 'members_stopped'])} of the "
-                     f"{cell(rows.at['classic', 'members_stopped'])} members stopped")
+            said += (f"; KIP-848 stopped {at('consumer-848', 'members_stopped')} of them where the classic "
+                     f"protocol stopped {at('classic', 'members_stopped')}")
         out.append(said + " ([Herd](#herd)).")
     if full_herd is not None and not full_herd.empty:
         out.append(_at_full_size(full_herd))
     if has("zookeeper", "split_brain_trouble"):
         delay = int(ok[(ok.experiment == split_brain.NAME) & (ok.design == "zookeeper")].follower_delay_ms.max())
-        said = (f"With a follower {delay} ms behind, the ZooKeeper era's consumers computed from different "
-                f"memberships: {cell(rows.at['zookeeper', 'split_brain_trouble'])} owner conflicts and failed "
-                f"rebalances in one burst of changes")
+        said = (f"With a follower {delay} ms behind, one burst of joins and a leave cost the ZooKeeper era "
+                f"{at('zookeeper', 'split_brain_trouble')} owner conflicts and failed rebalances")
         if has("classic", "split_brain_trouble"):
-            said += f", the coordinator's {cell(rows.at['classic', 'split_brain_trouble'])}"
+            said += f", the classic coordinator {at('classic', 'split_brain_trouble')}"
         out.append(said + " ([Split brain](#split-brain)).")
     if has("zookeeper", "zombie_accepted") and has("classic", "zombie_fenced"):
-        said = (f"A consumer the group gave up on (paused, then cut off) came back and committed offsets: ZooKeeper "
-                f"accepted {cell(rows.at['zookeeper', 'zombie_accepted'])} of those commits, the coordinator accepted "
-                f"{cell(rows.at['classic', 'zombie_accepted'])} and fenced {cell(rows.at['classic', 'zombie_fenced'])}")
+        said = (f"Of the commits a consumer made after the group had given up on it, ZooKeeper accepted "
+                f"{at('zookeeper', 'zombie_accepted')}; the classic coordinator accepted "
+                f"{at('classic', 'zombie_accepted')} and fenced {at('classic', 'zombie_fenced')}")
         if has("rocketmq", "zombie_accepted"):
-            said += f", RocketMQ's brokers accepted {cell(rows.at['rocketmq', 'zombie_accepted'])}"
+            said += f"; RocketMQ's brokers accepted {at('rocketmq', 'zombie_accepted')}"
         out.append(said + " ([Zombie](#zombie)).")
     restarts = storm.per_trial(ok[ok.experiment == storm.NAME]) if (ok.experiment == storm.NAME).any() else None
     if restarts is not None and {"classic", "classic-coop", "classic-static"} <= set(restarts.design):
         revoked = restarts.groupby("design").partitions_revoked.mean()
         out.append(f"A rolling restart of the whole group made the others give up "
-                   f"{cell(revoked['classic'])} partitions under the classic protocol, {cell(revoked['classic-coop'])} "
-                   f"with cooperative rebalancing and {cell(revoked['classic-static'])} with static membership "
-                   f"([Storm](#storm)).")
+                   f"{cell(revoked['classic'])} partitions under the classic protocol, "
+                   f"{cell(revoked['classic-coop'])} with cooperative rebalancing and "
+                   f"{cell(revoked['classic-static'])} with static membership ([Storm](#storm)).")
     return out
 
 
@@ -149,7 +165,7 @@ def _at_full_size(full: pd.DataFrame) -> str:
         r = ok[(ok.design == design) & (ok.consumers == n)]
         if not r.empty:
             took = (f"{r.convergence_ms.mean() / 1000:,.1f} s" if (r.rebalance_failures == 0).all()
-                    else "the join refused")
-            said.append(f"{STYLE[design][1]}: {cell(r.control_messages_per_change.mean())} control messages, {took}")
-    return (f"At N = {n} one join cost " + "; ".join(said)
+                    else "refused")
+            said.append(f"{design} {cell(r.control_messages_per_change.mean())}, {took}")
+    return (f"At N = {n}, one join cost (control messages, then seconds to a stable group) " + "; ".join(said)
             + f" ([Herd at full size]({anchor(f'Herd at full size: N up to {n}')})).")

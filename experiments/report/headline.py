@@ -12,7 +12,7 @@ closing table and a report show the same numbers for the same run:
   refused or a rebalance failed: the group never got there);
 - split brain, at the largest lag the run has: owner conflicts and failed
   rebalance attempts of the churn;
-- the zombie, summed over its trials (pause, cut): the zombie's commits the
+- the zombie, summed over its faults (pause, cut; each the mean of its seeds): the zombie's commits the
   group accepted (`zombie_commits_accepted`, per change window) and those the
   coordinator fenced (`commits_fenced`, per trial).
 
@@ -32,7 +32,7 @@ COLUMNS = (
     ("herd_n", "herd: the largest group size N"),
     ("zk_requests", "herd: ZooKeeper requests for one join at N"),
     ("notifications", "herd: notifications for one join at N"),
-    ("control_messages", "herd: control messages (to ZooKeeper or a coordinator) for one join at N"),
+    ("control_messages", "herd: control messages (notifications, ZooKeeper and group requests) for one join at N"),
     ("members_stopped", "herd: members that stopped (revoked) for one join at N"),
     ("partitions_revoked", "herd: partitions revoked for one join at N"),
     ("stable_s", "herd: seconds to a stable group after one join at N"),
@@ -46,6 +46,7 @@ def headline(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per design the run has, in the registry's order, with `COLUMNS` (NaN where not run).
 
     >>> s = pd.DataFrame({"experiment": ["herd", "herd", "zombie"], "design": ["zookeeper", "zookeeper", "zookeeper"],
+    ...     "variant": ["", "", "pause"],
     ...     "status": "ok", "change": ["join", "join", "heal"], "consumers": [2, 8, 2], "trial": ["h2", "h8", "z"],
     ...     "zk_requests_per_change": [40.0, 300.0, 0], "notifications_per_change": [3.0, 9.0, 0],
     ...     "control_messages_per_change": [40.0, 300.0, 0], "members_revoking": [2.0, 8.0, 0],
@@ -81,13 +82,17 @@ def _split_brain(ok: pd.DataFrame, design: str) -> dict:
     if lag is None or churn.empty or lag not in churn:
         return {}
     largest = churn[churn[lag] == churn[lag].max()]
-    return {"split_brain_trouble": (largest.owner_conflicts + largest.rebalance_failures).max()}
+    # the mean over the trials at that lag (seeds), as the split-brain section shows it
+    return {"split_brain_trouble": (largest.owner_conflicts + largest.rebalance_failures).mean()}
 
 
 def _zombie(ok: pd.DataFrame, design: str) -> dict:
     rows = ok[(ok.experiment == zombie.NAME) & (ok.design == design)]
     if rows.empty:
         return {}
-    # accepted commits are counted per change window, fenced ones per trial (each change row repeats them)
-    fenced = rows.groupby("trial").commits_fenced.first().sum()
-    return {"zombie_accepted": rows.zombie_commits_accepted.sum(), "zombie_fenced": fenced}
+    # accepted commits are counted per change window, fenced ones per trial (each change row repeats them); each
+    # fault's trials are averaged over their seeds, then the faults summed
+    trials = rows.groupby(["variant", "trial"]).agg(accepted=("zombie_commits_accepted", "sum"),
+                                                    fenced=("commits_fenced", "first"))
+    per_fault = trials.groupby("variant").mean()
+    return {"zombie_accepted": per_fault.accepted.sum(), "zombie_fenced": per_fault.fenced.sum()}

@@ -5,6 +5,7 @@ Rendered from the run's stored results only (`experiment.StoredRun`).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -33,8 +34,8 @@ OVERHEAD_TABLE = [("consumers", "N"), ("status", "trial"), ("hosts", "host proce
                   ("host_late_ms_max", "threads late, ms (max)"), ("host_cpu_share_max", "host CPU share (max)"),
                   ("host_cpu_s", "hosts' CPU s"), ("zk_ping_late_ms_max", "ZK pings late, ms (max)"),
                   ("zk_ping_rtt_ms_max", "ZK ping answer, ms (max)"), ("wall_s", "trial wall s")]
-HERD_FIGURES = [("notifications_per_change", "notifications (ZooKeeper watches, broker pushes)", "symlog"),
-                ("zk_requests_per_change", "ZooKeeper requests by consumers", "symlog"),
+HERD_FIGURES = [("notifications_per_change", "notifications (ZooKeeper watches, broker pushes)", "log"),
+                ("zk_requests_per_change", "ZooKeeper requests by consumers", "log"),
                 ("control_messages_per_change", "control messages (all of them)", "log"),
                 ("convergence_ms", "convergence (ms)", "log")]
 
@@ -138,13 +139,21 @@ def config_rows(configs: dict, designs) -> list[tuple]:
             for key, value in sorted(config.items()) if key not in EPHEMERAL_KEYS]
 
 
+def _settled(rows: pd.DataFrame, column: str):
+    """The mean of `column`; for convergence, none where the change was refused or a rebalance failed (the group
+    never got to a stable state: a 0 there would read as instant)."""
+    if column == "convergence_ms" and (rows.rebalance_failures > 0).any():
+        return None
+    return rows[column].mean()
+
+
 def at_largest_table(summary: pd.DataFrame) -> str:
     """One join at the largest N the run has, one row per design (`SHORT_TABLE`), with its caption."""
     joins = summary[(summary.status == "ok") & (summary.change == "join")]
     if joins.empty:
         return ""
     n = int(joins.consumers.max())
-    rows = [(STYLE[d][1], *(joins[(joins.design == d) & (joins.consumers == n)][c].mean() for c, _ in SHORT_TABLE))
+    rows = [(STYLE[d][1], *(_settled(joins[(joins.design == d) & (joins.consumers == n)], c) for c, _ in SHORT_TABLE))
             for d in STYLE if ((joins.design == d) & (joins.consumers == n)).any()]
     return (f"One join to a group of N = {n}, per design (a row per N and per change: the appendix):\n\n"
             + table(["design", *(label for _, label in SHORT_TABLE)], rows))
@@ -215,26 +224,22 @@ def _herd_figure(ok: pd.DataFrame, path: Path) -> Path:
                 s = herd.per_n(ok, design, change, metric)
                 if s.empty:
                     continue
-                name = f"{label}, {change}"
-                if scale == "symlog":  # counts, zeros included: a linear stretch around 0
-                    ax.plot(s.index, s.values, linestyle=linestyle, **(plotting.look(design) | {"label": name}))
-                elif where := plotting.log_series(ax, s, design, linestyle, name):
-                    zeros.append(f"{STYLE[design][1]}, {change}: {where}")
+                if where := plotting.log_series(ax, s, design, linestyle, f"{label}, {change}"):
+                    zeros.append(f"{design}, {change}: {where}")
         if metric == "zk_requests_per_change":
             reads = herd.per_n(ok, "zookeeper", "join", "membership_reads_per_change")
-            plotting.guide(ax, reads.index, reads.values, 2, "guide ∝ N² (the ZooKeeper era's registration reads)")
+            if not reads.empty:
+                ax.plot(reads.index, reads.values, linestyle=":", color=STYLE["zookeeper"][0], marker=".",
+                        label="zookeeper, join: of them, registration reads")
+                plotting.guide(ax, reads.index, reads.values, 2, "guide ∝ N², fitted to the registration reads")
         if metric == "control_messages_per_change":
             classic = herd.per_n(ok, "classic", "join", metric)
-            plotting.guide(ax, classic.index, classic.values, 1, "guide ∝ N (the classic coordinator's)")
+            plotting.guide(ax, classic.index, classic.values, 1, "guide ∝ N, fitted to classic's join")
         ax.set_xscale("log", base=2)
-        if scale == "symlog":
-            ax.set_yscale("symlog", linthresh=1)
-            ax.set_ylim(bottom=0)  # counts: nothing below zero to show
-        else:
-            ax.set_yscale("log")
-        plotting.note_zeros(ax, zeros)
+        ax.set_yscale(scale)
         ax.set_title(title)
         ax.set_xlabel("group size N")
+        plotting.note_zeros(ax, zeros)
         ax.grid(True, which="both", alpha=0.3)
     plotting.legend_outside(fig, axes.flat, ncol=3, loc="outside lower center")
     plotting.save(fig, path)
@@ -249,6 +254,8 @@ GROWTH = [("control_messages_per_change", "control messages"), ("zk_requests_per
 def herd_full_section(summary: pd.DataFrame, run: StoredRun) -> str:
     """The herd's full-profile run (`report/full_runs.py`): N up to 256 here, with the machine it ran on."""
     env, machine = run.env, run.env.get("machine", {})
+    # the command as the run was given it, without its --out: a path on the machine that made it
+    command = re.sub(r" --out \S+", "", env.get("command", "python -m experiments run herd --profile full"))
     ok = summary[summary.status == "ok"]
     figure = _herd_figure(ok, run.figures / "herd-full.png")
     trials = summary.drop_duplicates("trial")
@@ -259,7 +266,7 @@ def herd_full_section(summary: pd.DataFrame, run: StoredRun) -> str:
 
 The standard profile above stops at N = {herd.PROFILES['standard']['consumers'][-1]}, where the herd is only
 beginning. This is one run of the full profile, stored apart from the standard reproduction
-(`report/full/herd/`) because it takes far longer: `{env.get('command', '?')}`, {env.get('date', '?')},
+(`report/full/herd/`) because it takes far longer: `{command}`, {env.get('date', '?')},
 lab commit `{env.get('lab_commit', '?')}`. Its {len(trials)} trials' wall times sum to
 {trials.wall_s.sum() / 3600:.1f} h, on {machine.get('cpus', '?')} CPUs
 ({machine.get('cpu', '?')}), {machine.get('memory_gib', '?')} GiB, ZooKeeper {env.get('zk_version', '?')}
@@ -291,7 +298,7 @@ slope over every N: 1 is linear, 2 quadratic):
 
 {findings_list(herd.findings(summary))}
 
-**Reproduce:** `{env.get('command', 'python -m experiments run herd --profile full')}`, then
+**Reproduce:** `{command}`, then
 `python -m experiments report RUN_DIR --publish` to put it here."""
 
 
@@ -315,7 +322,7 @@ def _partitions_note(summary: pd.DataFrame) -> str:
     if ps == [profile_p]:
         return ""
     note = (f" P is {', '.join(str(int(p)) for p in ps)}, as the run was given it (`--partitions`), not the full "
-            f"profile's {profile_p}: `benchmarks/README.md` (`bench group-size`) says why.")
+            f"profile's {profile_p}: `docs/experiments.md` (herd) says why.")
     if max(ps) < summary.consumers.max():
         note += (" Past N = P, the members beyond the P-th own nothing: a change may move no partition at all, and "
                  "what it still costs is the protocol's alone.")

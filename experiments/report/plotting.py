@@ -8,6 +8,7 @@ the same in every figure; a test checks both are unique per design.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import matplotlib
 
@@ -40,10 +41,18 @@ def log_series(ax, series: pd.Series, design: str, linestyle: str = "-", label: 
 
 
 def note_zeros(ax, names: list[str]) -> None:
-    """Say in the panel which series were 0 where a log axis draws nothing."""
-    if names:
-        ax.text(0.02, 0.02, "0, not drawn on this log axis:\n" + "\n".join(names), transform=ax.transAxes,
-                fontsize=7, va="bottom", ha="left", color="0.25")
+    """Say under the panel (after its x label: call it last) which series were 0 where a log axis draws nothing,
+    each "design, change: where" grouped by where, so the note never covers the data."""
+    if not names:
+        return
+    by_where: dict[str, dict[str, list[str]]] = {}  # {where: {design: [its changes]}}
+    for name in names:
+        what, _, where = name.rpartition(": ")
+        design, _, change = what.partition(", ")
+        by_where.setdefault(where, {}).setdefault(design, []).extend([change] if change else [])
+    lines = [f"0 at {where} (not drawn): " + ", ".join(f"{d} ({'/'.join(c)})" if c else d for d, c in designs.items())
+             for where, designs in by_where.items()]
+    ax.set_xlabel(ax.get_xlabel() + "\n" + "\n".join(textwrap.fill(line, 70) for line in lines), fontsize=8)
 
 
 def guide(ax, ns, values, power: int, text: str) -> None:
@@ -54,7 +63,9 @@ def guide(ax, ns, values, power: int, text: str) -> None:
         return
     c = math.exp(sum(math.log(v) - power * math.log(n) for n, v in pairs) / len(pairs))
     xs = [pairs[0][0], pairs[-1][0]]
-    ax.plot(xs, [c * x ** power for x in xs], linestyle=(0, (4, 3)), color=GUIDE_COLOUR, linewidth=1, label=text)
+    dashes = (0, (6, 3)) if power == 2 else (0, (1.5, 2.5))  # N² dashed, N dotted: two guides, told apart
+    ax.plot(xs, [c * x ** power for x in xs], linestyle=dashes, color=GUIDE_COLOUR, linewidth=1.2, label=text,
+            zorder=1)
 
 
 def legend_outside(fig, axes, ncol: int = 1, loc: str = "outside right upper") -> None:
@@ -86,3 +97,12 @@ def drawn_and_zero(panels: list[tuple[str, str]], values) -> tuple[list[tuple[st
     drawn = [(m, t) for m, t in panels if not all_zero(values(m))]
     zero = [t for m, t in panels if (m, t) not in drawn]
     return drawn, (f"*Not drawn, 0 for every design here: {'; '.join(zero)}.*" if zero else "")
+
+
+def integer_ticks(ax, values) -> None:
+    """Whole-number ticks on the y axis where every value is a count (no 0.5 of a rebalance)."""
+    from matplotlib.ticker import MaxNLocator
+
+    values = pd.Series(list(values), dtype=float).dropna()
+    if not values.empty and bool((values == values.round()).all()):
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))

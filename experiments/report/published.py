@@ -157,8 +157,29 @@ def load(run_dir: Path) -> list[Outcome]:
     if not path.exists():
         return []
     side = {"True": True, "False": False, "": None}  # pandas wrote a None as an empty field
-    return [Outcome(row["experiment"], row["finding"], row["claim"], side[row["here"]], side[row["published"]])
-            for row in csv.DictReader(path.open())]
+    rows = list(csv.DictReader(path.open()))
+    if rows and "here" not in rows[0]:  # a report's own findings.csv (`render`), not a run's comparison
+        return []
+    return [Outcome(row["experiment"], current_finding_id(row["finding"]), row["claim"], side[row["here"]],
+                    side[row["published"]]) for row in rows]
+
+
+def current_finding_id(finding: str) -> str:
+    """A finding's id today, given one a run saved before the designs were renamed (its id names the design).
+
+    >>> current_finding_id("legacy-join-notified"), current_finding_id("modern-kip848-cut-fenced")
+    ('zookeeper-join-notified', 'consumer-848-cut-fenced')
+    >>> current_finding_id("rocketmq-before-modern"), current_finding_id("all-processing-resumes")
+    ('rocketmq-before-classic', 'all-processing-resumes')
+    """
+    from experiments.engine.families import RENAMED
+
+    for old in sorted(RENAMED, key=len, reverse=True):  # modern-kip848 before modern
+        if finding.startswith(f"{old}-"):
+            return RENAMED[old] + finding[len(old):]
+        if finding.endswith(f"-{old}"):
+            return finding[:-len(old)] + RENAMED[old]
+    return finding
 
 
 def trial_and_commit_problems(summary: pd.DataFrame, env: dict) -> list[str]:

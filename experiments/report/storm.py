@@ -153,17 +153,21 @@ before the members have rejoined the first."""
 def _figure(restarts: pd.DataFrame, path: Path) -> tuple[Path, str]:
     """Per design, the mean cost of one restart: one bar per design in each panel."""
     panels, zero = plotting.drawn_and_zero(FIGURE, lambda m: restarts[m])
-    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(3.4 * max(len(panels), 1) + 3, 3.6),
-                             layout="constrained", squeeze=False)
+    cols = 2 if len(panels) > 2 else max(len(panels), 1)
+    rows = -(-max(len(panels), 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols + 3, 3.6 * rows), layout="constrained", squeeze=False)
     designs = [d for d in STYLE if (restarts.design == d).any()]
     for ax, (metric, title) in zip(axes.flat, panels, strict=False):
         for i, design in enumerate(designs):
             values = restarts[restarts.design == design][metric].astype(float)
             ax.bar(i, values.mean(), color=STYLE[design][0], label=STYLE[design][1])
-            ax.plot([i] * len(values), values, "k.", markersize=4)  # each restart
-        ax.set_xticks(range(len(designs)), designs, fontsize=7, rotation=30, ha="right")
+            ax.plot([i] * len(values), values, ".", color="0.55", markeredgecolor="white", markersize=6)  # a restart
+        ax.set_xticks(range(len(designs)), designs, fontsize=7, rotation=45, ha="right")
+        plotting.integer_ticks(ax, restarts[metric])
         ax.set_title(f"{title} per restart", fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     plotting.legend_outside(fig, axes.flat)
     plotting.save(fig, path)
     return path, zero

@@ -35,7 +35,7 @@ def _configure(props: dict[str, str], actor: str) -> ServerBalanceConfig:
 
 
 FAMILY = Family(
-    "tubemq-server", "TubeMQ server balance (tubemq_client.server_balance)", "tab:pink", marker="h",
+    "tubemq-server", "tubemq-server (TubeMQ server balance)", "tab:pink", marker="h",
     package="tubemq_client.server_balance", address="bootstrap", address_config="masterHostAndPort",
     configure=_configure,
     build=lambda config, topics, trace, actor, on_change: ServerBalanceNode(config, topics, trace, name=actor,
