@@ -23,13 +23,13 @@ FULL_HEADING = "## Herd at full size: N up to 32"
 
 @pytest.fixture
 def published_copy(tmp_path, monkeypatch) -> Path:
-    """A copy of the published report (REPORT.md and report/, without any full run) that publishing writes."""
+    """A copy of the published report (REPORT.md and report/, without any full run's sources) that publishing
+    writes."""
     root = tmp_path / "lab"
     shutil.copytree(published.SOURCES, root / "report", ignore=shutil.ignore_patterns(full_runs.FULL))
     shutil.copyfile(published.REPORT, root / "REPORT.md")
     monkeypatch.setattr(published, "SOURCES", root / "report")
     monkeypatch.setattr(published, "REPORT", root / "REPORT.md")
-    render(published.SOURCES, published.REPORT)  # as published before any full run
     return root
 
 
@@ -50,6 +50,7 @@ def _bytes(root: Path) -> dict[str, bytes]:
 
 def test_a_full_profile_run_follows_its_quick_section_and_stays_when_a_quick_run_is_published(
         tmp_path, published_copy):
+    render(published.SOURCES, published.REPORT)  # as published before any full run
     before = published.REPORT.read_text()
     full_run = _run(tmp_path, "full", profile="full", date="2026-12-01T00:00:00+00:00")
     published.publish(full_run)

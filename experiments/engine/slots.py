@@ -4,9 +4,10 @@ A trial measures convergence times and counts messages; two trials sharing a
 small machine's cores would each measure the other's load. So each Spark task
 takes one of `slots` machine-wide slots before it starts its trial: a lock file
 in the machine's temp directory, held with `flock` (the kernel releases it if
-the task dies). With one slot (the default) trials run one after another on
-each machine however many cores Spark has; `--trials-per-machine K` allows K.
-On a Spark cluster each worker machine has its own slots.
+the task dies). With one slot trials run one after another on each machine
+however many cores Spark has; `--trials-per-machine K` allows K (the CLI's
+default is `profiles.TRIALS_PER_MACHINE`, 3: on 2 cores the tour starved no host
+at 4). On a Spark cluster each worker machine has its own slots.
 
 Usage::
 
