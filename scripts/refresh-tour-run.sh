@@ -28,9 +28,9 @@ fi
 rm -rf "$dest"
 mkdir -p "$dest/results"
 cp "$run/grid.json" "$run/environment.json" "$run/summary.csv" "$dest/"
-# where each trial ran is that machine's path, not the repository's (the test sets its own), and the command's
-# --out is the same: neither is kept
-.venv/bin/python -c 'import sys, pandas as pd; t = pd.read_parquet(sys.argv[1]); t["trial_dir"] = t["trial"]; t.to_parquet(sys.argv[2], index=False)' "$run/results/trials.parquet" "$dest/results/trials.parquet"
+# where each trial and its Spark task ran are that machine's paths, not the repository's (the test sets its own),
+# and the command's --out is the same: none is kept
+.venv/bin/python -c 'import sys, pandas as pd; t = pd.read_parquet(sys.argv[1]); t["trial_dir"] = t["trial"]; t["spark_task_dir"] = None; t.to_parquet(sys.argv[2], index=False)' "$run/results/trials.parquet" "$dest/results/trials.parquet"
 .venv/bin/python -c 'import json, re, sys; e = json.load(open(sys.argv[1])); e["command"] = re.sub(r" --out \S+", "", e["command"]); open(sys.argv[1], "w").write(json.dumps(e, indent=1, sort_keys=True) + "\n")' "$dest/environment.json"
 for trial in "$run"/trials/*/; do
   name=$(basename "$trial")
