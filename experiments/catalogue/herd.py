@@ -139,6 +139,16 @@ def _ok_rows(summary: pd.DataFrame, design: str, change: str) -> pd.DataFrame:
                    & (summary.status == "ok")]
 
 
+def settled_ms(rows: pd.DataFrame) -> float:
+    """The mean convergence of these change windows, or NaN where one was refused or a rebalance failed there
+    (TubeMQ's newcomer, a ZooKeeper-era consumer that gave up): the group never got to a stable state, and its
+    0 would read as instant. Every table and sentence of the report that gives a time to a stable group reads it.
+    """
+    if rows.empty or (rows.rebalance_failures > 0).any():
+        return float("nan")
+    return float(rows.convergence_ms.mean())
+
+
 def per_n(summary: pd.DataFrame, design: str, change: str, metric: str) -> pd.Series:
     return _ok_rows(summary, design, change).groupby("consumers")[metric].mean().sort_index()
 

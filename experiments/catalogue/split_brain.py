@@ -115,6 +115,17 @@ def per_delay(summary: pd.DataFrame, design: str, metric: str, how: str = "max")
     return rows.groupby(lag)[metric].agg(how).sort_index()
 
 
+def at_largest_lag(summary: pd.DataFrame, design: str) -> pd.DataFrame:
+    """The design's ok `churn` rows at the largest lag the run has for it (`LAG_PARAM`); none for a design with
+    no lag (TubeMQ) or a run from before its lag. What the report's tables, headline and timelines show."""
+    rows = summary[(summary.experiment == NAME) & (summary.design == design) & (summary.status == "ok")
+                   & (summary.change == "churn")]
+    lag = LAG_PARAM.get(design)
+    if lag is None or lag not in rows or rows.empty:
+        return rows.iloc[0:0]
+    return rows[rows[lag] == rows[lag].max()]
+
+
 def findings(summary: pd.DataFrame) -> list[Finding]:
     out = []
     divergence = per_delay(summary, "zookeeper", "view_divergence")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from experiments.catalogue import broker_churn, first_message, split_brain, storm, zombie
+from experiments.catalogue import broker_churn, first_message, herd, split_brain, storm, zombie
 from experiments.report.parts import STYLE, table
 
 #: what makes each design's figures what they are, and where to read it
@@ -48,13 +48,13 @@ MECHANISM = {
 
 def designs_compared(summary: pd.DataFrame) -> str:
     ok = summary[summary.status == "ok"]
-    herd = ok[(ok.experiment == "herd") & (ok.change == "join")]
-    largest = _largest_common_n(herd)
+    joins = ok[(ok.experiment == "herd") & (ok.change == "join")]
+    largest = _largest_common_n(joins)
     rows = []
     for design, (_, label) in STYLE.items():
         if not (summary.design == design).any():
             continue
-        h = herd[(herd.design == design) & (herd.consumers == largest)]
+        h = joins[(joins.design == design) & (joins.consumers == largest)]
         sb = _split_at_largest_lag(ok, design)
         z = zombie.per_trial(ok[ok.design == design]) if (ok.experiment == "zombie").any() else pd.DataFrame()
         fm = first_message.per_design(ok[ok.design == design])
@@ -62,8 +62,7 @@ def designs_compared(summary: pd.DataFrame) -> str:
         bc = broker_churn.per_trial(ok[ok.design == design]) if (ok.experiment == "broker_churn").any() \
             else pd.DataFrame()
         bc = bc[bc.watch.isin(["", "always"])] if not bc.empty else bc  # the ZooKeeper era's default
-        converged = h[h.rebalance_failures == 0] if not h.empty else h  # a refused join has no convergence time
-        rows.append((label, _mean(h, "control_messages_per_change"), _mean(converged, "convergence_ms"),
+        rows.append((label, _mean(h, "control_messages_per_change"), herd.settled_ms(h),
                      _mean(sb, "unowned_partition_s"), _mean(sb, "double_processed_partition_s"),
                      _sum(z, "duplicates"), _sum(z, "zombie_commits_accepted"), _sum(z, "commits_fenced"),
                      fm.median_ms.median() if not fm.empty else None,
@@ -108,14 +107,10 @@ def _largest_common_n(herd: pd.DataFrame) -> int | None:
 def _split_at_largest_lag(ok: pd.DataFrame, design: str) -> pd.DataFrame:
     """The split-brain churn at the design's largest lag; for a design with no lag (TubeMQ), its
     misconfigured newcomers' trials."""
-    lag = split_brain.LAG_PARAM.get(design)
-    if lag is None:
+    if design not in split_brain.LAG_PARAM:
         return ok[(ok.experiment == "split_brain") & (ok.design == design)
                   & ok.variant.isin(list(split_brain.MISCONFIGURED))]
-    rows = ok[(ok.experiment == "split_brain") & (ok.design == design) & (ok.change == "churn")]
-    if rows.empty or lag not in rows:
-        return rows.iloc[0:0]
-    return rows[rows[lag] == rows[lag].max()]
+    return split_brain.at_largest_lag(ok, design)
 
 
 def _mean(rows: pd.DataFrame, column: str):

@@ -73,14 +73,10 @@ def split_brain_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     figure, zero_panels = _split_figure(ok, figures / "split_brain.png")
     panels = []
     for design in STYLE:
-        lag = split_brain.LAG_PARAM.get(design)
-        mine = ok[ok.design == design]
-        if lag is None or mine.empty:
-            continue
-        largest = mine[lag].max()
-        trial = mine[mine[lag] == largest].trial
-        panels.append((trial.iloc[0], f"{STYLE[design][1]}, {lag.split('_')[0]} delay {int(largest)} ms: "
-                                      f"{trial.iloc[0]}"))
+        largest = split_brain.at_largest_lag(ok, design)
+        if not largest.empty:
+            trial = largest.trial.iloc[0]
+            panels.append((trial, f"{STYLE[design][1]}, {_lag(largest, design)}: {trial}"))
     timeline = _timeline(timelines, panels, figures / "timeline-split_brain.png", root)
     appendix = f"""**Set-up.**
 
@@ -167,16 +163,20 @@ SPLIT_SHORT = [("view_divergence", "views in a round"), ("owner_conflicts", "own
                ("double_processed_partition_s", "double-processed partition-s")]
 
 
+def _lag(largest: pd.DataFrame, design: str) -> str:
+    """`follower delay 1000 ms`: what lagged in the design's trials at its largest lag, and by how much."""
+    lag = split_brain.LAG_PARAM[design]
+    return f"{lag.split('_')[0]} delay {int(largest[lag].iloc[0])} ms"
+
+
 def _split_short(ok: pd.DataFrame) -> str:
     rows = []
     for design in STYLE:
-        lag = split_brain.LAG_PARAM.get(design)
-        mine = ok[ok.design == design]
-        if lag is None or mine.empty:
-            continue
-        largest = mine[mine[lag] == mine[lag].max()]
-        rows.append((STYLE[design][1], f"{int(largest[lag].iloc[0])} ms ({lag.split('_')[0]})",
-                     *(largest[c].mean() for c, _ in SPLIT_SHORT)))
+        largest = split_brain.at_largest_lag(ok, design)
+        if not largest.empty:
+            lag = split_brain.LAG_PARAM[design]
+            rows.append((STYLE[design][1], f"{int(largest[lag].iloc[0])} ms ({lag.split('_')[0]})",
+                         *(largest[c].mean() for c, _ in SPLIT_SHORT)))
     return ("The churn at each design's largest lag (every lag, and TubeMQ's misconfigured newcomers: the "
             "appendix):\n\n" + table(["design", "lag", *(label for _, label in SPLIT_SHORT)], rows)) if rows else ""
 

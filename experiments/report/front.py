@@ -164,8 +164,8 @@ def _at_full_size(full: pd.DataFrame) -> str:
     for design in STYLE:
         r = ok[(ok.design == design) & (ok.consumers == n)]
         if not r.empty:
-            took = (f"{r.convergence_ms.mean() / 1000:,.1f} s" if (r.rebalance_failures == 0).all()
-                    else "refused")
+            settled = herd.settled_ms(r)
+            took = "refused" if pd.isna(settled) else f"{settled / 1000:,.1f} s"
             said.append(f"{design} {cell(r.control_messages_per_change.mean())}, {took}")
     return (f"At N = {n}, one join cost (control messages, then seconds to a stable group) " + "; ".join(said)
             + f" ([Herd at full size]({anchor(f'Herd at full size: N up to {n}')})).")

@@ -73,15 +73,13 @@ def _herd(ok: pd.DataFrame, design: str) -> dict:
             "control_messages": largest.control_messages_per_change.mean(),
             "members_stopped": largest.members_revoking.mean(),
             "partitions_revoked": largest.partitions_revoked.mean(),
-            "stable_s": largest.convergence_ms.mean() / 1000 if (largest.rebalance_failures == 0).all() else None}
+            "stable_s": herd.settled_ms(largest) / 1000}
 
 
 def _split_brain(ok: pd.DataFrame, design: str) -> dict:
-    lag = split_brain.LAG_PARAM.get(design)
-    churn = ok[(ok.experiment == split_brain.NAME) & (ok.design == design) & (ok.change == "churn")]
-    if lag is None or churn.empty or lag not in churn:
+    largest = split_brain.at_largest_lag(ok, design)
+    if largest.empty:
         return {}
-    largest = churn[churn[lag] == churn[lag].max()]
     # the mean over the trials at that lag (seeds), as the split-brain section shows it
     return {"split_brain_trouble": (largest.owner_conflicts + largest.rebalance_failures).mean()}
 

@@ -140,11 +140,8 @@ def config_rows(configs: dict, designs) -> list[tuple]:
 
 
 def _settled(rows: pd.DataFrame, column: str):
-    """The mean of `column`; for convergence, none where the change was refused or a rebalance failed (the group
-    never got to a stable state: a 0 there would read as instant)."""
-    if column == "convergence_ms" and (rows.rebalance_failures > 0).any():
-        return None
-    return rows[column].mean()
+    """The mean of `column`; for convergence, the time to a stable group (`herd.settled_ms`)."""
+    return herd.settled_ms(rows) if column == "convergence_ms" else rows[column].mean()
 
 
 def at_largest_table(summary: pd.DataFrame) -> str:
