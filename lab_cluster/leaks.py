@@ -36,7 +36,8 @@ _DRIVER_ARG = re.compile(rf"-D{re.escape(SPARK_DRIVER_PROPERTY)}=(\d+)")
 _TEMP_NAME = re.compile(rf"^{re.escape(TEMP_PREFIX)}(\d+)-")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -59,7 +60,7 @@ def lab_processes(marker: re.Pattern = _OWNER_ARG) -> dict[int, int]:
         except OSError:
             continue
         m = marker.search(cmdline)
-        if m and _alive(int(entry.name)):
+        if m and process_alive(int(entry.name)):
             found[int(entry.name)] = int(m.group(1))
     return found
 
@@ -110,18 +111,18 @@ def reap_orphans() -> list[str]:
     """Remove JVMs, containers and temp dirs whose owning lab process is gone."""
     reaped = []
     for pid, owner in [*lab_processes().items(), *spark_drivers().items()]:
-        if not _alive(owner):
+        if not process_alive(owner):
             try:
                 os.kill(pid, signal.SIGKILL)
                 reaped.append(f"lab process pid {pid} (owner {owner} is gone)")
             except ProcessLookupError:
                 pass
     for container, owner in lab_containers():
-        if not _alive(owner):
+        if not process_alive(owner):
             container.remove(force=True)
             reaped.append(f"container {container.name} (owner {owner} is gone)")
     for path, owner in lab_temp_dirs().items():
-        if not _alive(owner):
+        if not process_alive(owner):
             shutil.rmtree(path, ignore_errors=True)
             reaped.append(f"temp dir {path} (owner {owner} is gone)")
     return reaped

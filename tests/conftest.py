@@ -32,7 +32,8 @@ from kazoo.client import KazooClient
 from experiments.engine.families import BROKER_PLUGINS
 from lab_cluster.cleanup import REAPER
 from lab_cluster.errors import tail
-from lab_cluster.leaks import find_leaks, reap_orphans
+from lab_cluster.leaks import find_leaks, lab_containers, lab_processes, lab_temp_dirs, process_alive, reap_orphans
+from lab_cluster.processes import proc_stat
 from lab_cluster.zk import Ensemble, ZkSettings, provision
 from lab_cluster.zk.backends import testcontainers_problem
 
@@ -92,6 +93,49 @@ def interrupt(proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
             proc.kill()
             proc.wait()
     raise AssertionError(f"{' '.join(map(str, proc.args))} did not stop within {timeout_s:.0f} s of SIGINT")
+
+
+#: Set in the environment of a CLI run a test starts. Every process of the run inherits it (the lab starts its
+#: children with the parent's environment), so a test can tell what its own run left from what a trial of the
+#: other pytest-xdist worker has running at the same moment.
+RUN_TAG_VAR = "REBALANCE_LAB_TEST_RUN"
+
+
+def tagged_env(tag: str) -> dict[str, str]:
+    """The environment for a CLI run whose processes `left_by_run(tag)` finds."""
+    return dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200", **{RUN_TAG_VAR: tag})
+
+
+def _carries(pid: int, tag: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{RUN_TAG_VAR}={tag}".encode() in environ
+
+
+def descends_from_me(pid: int) -> bool:
+    """Whether `pid` is this test process or runs under it (a child, a grandchild, ...)."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        fields = proc_stat(pid)
+        if not fields:
+            return False
+        pid = int(fields[1])
+    return False
+
+
+def left_by_run(tag: str, containers_before: frozenset[str] = frozenset()) -> set[str]:
+    """What the run tagged `tag` still has: its lab processes, the temp dirs of its live processes, and its
+    containers (those whose owner carries the tag, or whose owner is gone (a container's own environment is not
+    the run's) and that were not there before the run)."""
+    found = {f"pid {pid}" for pid in lab_processes() if _carries(pid, tag)}
+    found |= {f"temp dir {path}" for path, owner in lab_temp_dirs().items() if _carries(owner, tag)}
+    for container, owner in lab_containers():
+        if container.name not in containers_before and (_carries(owner, tag) or not process_alive(owner)):
+            found.add(f"container {container.name}")
+    return found
 
 
 def cli(*args, env_changes=None, timeout=120) -> subprocess.CompletedProcess:

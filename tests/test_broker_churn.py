@@ -17,12 +17,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import run_experiment, trace_events, vocabulary_problems
+from conftest import descends_from_me, run_experiment, trace_events, vocabulary_problems
 
 from experiments.catalogue import broker_churn
 from experiments.engine.finding import by_id
 from lab_cluster.leaks import lab_processes
-from lab_cluster.processes import proc_stat
 
 pytestmark = [pytest.mark.broker_churn, pytest.mark.long, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -72,15 +71,4 @@ def test_every_event_is_in_the_vocabulary_and_nothing_outlives_the_trials(churn_
     assert vocabulary_problems(churn_run[0]) == {}
     # every broker (the restarted one too), ZooKeeper, consumer and producer the trials started is gone: no lab
     # process is owned by a process of this test's own (the Spark workers that ran the trials)
-    assert [pid for pid, owner in lab_processes().items() if owner != os.getpid() and _descends_from_me(owner)] == []
-
-
-def _descends_from_me(pid: int) -> bool:
-    while pid > 1:
-        if pid == os.getpid():
-            return True
-        fields = proc_stat(pid)
-        if not fields:
-            return False
-        pid = int(fields[1])
-    return False
+    assert [pid for pid, owner in lab_processes().items() if owner != os.getpid() and descends_from_me(owner)] == []

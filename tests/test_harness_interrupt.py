@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import interrupt
+from conftest import interrupt, left_by_run, tagged_env
 
-from lab_cluster.leaks import lab_containers, lab_processes
+from lab_cluster.leaks import lab_containers
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -27,13 +27,10 @@ REPO = Path(__file__).resolve().parent.parent
 GRACE_S = 15
 
 
-def _lab_resources() -> set:
-    return set(lab_processes()) | {c.name for c, _ in lab_containers()}
-
-
 def test_ctrl_c_of_a_run_stops_the_trial_in_flight(tmp_path):
-    before = _lab_resources()
-    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    tag = f"ctrl-c-zombie-{os.getpid()}"
+    before = frozenset(c.name for c, _ in lab_containers())
+    env = tagged_env(tag)
     proc = subprocess.Popen([sys.executable, "-m", "experiments", "run", "zombie", "--designs", "zookeeper",
                              "--out", str(tmp_path / "run")], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -48,11 +45,11 @@ def test_ctrl_c_of_a_run_stops_the_trial_in_flight(tmp_path):
                 pass
             time.sleep(0.2)
         assert proc.poll() is None, proc.stderr.read()
-        assert _lab_resources() - before  # the trial's cluster is up
+        assert left_by_run(tag, before)  # the trial's cluster is up
     finally:
         interrupt(proc)
     assert proc.returncode != 0
     deadline = time.monotonic() + GRACE_S
-    while _lab_resources() - before and time.monotonic() < deadline:
+    while left_by_run(tag, before) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not (_lab_resources() - before), f"still running {GRACE_S} s after Ctrl-C: {_lab_resources() - before}"
+    assert not left_by_run(tag, before), f"still running {GRACE_S} s after Ctrl-C: {left_by_run(tag, before)}"

@@ -22,13 +22,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import interrupt, run_experiment, trace_events, wait_for
+from conftest import descends_from_me, interrupt, left_by_run, run_experiment, tagged_env, trace_events, wait_for
 
 from experiments.catalogue import herd
 from experiments.engine.host_tasks import slices
 from experiments.engine.trial import TrialSpec
 from lab_cluster.errors import LabError
-from lab_cluster.leaks import find_leaks, lab_processes, lab_temp_dirs
+from lab_cluster.leaks import find_leaks, lab_processes, lab_temp_dirs, process_alive
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -69,9 +69,10 @@ def _new_leaks(before: set[str]) -> set[str]:
 
 def _left_behind(trial: str) -> list[str]:
     """Lab processes of `trial` still running, whoever owns them (the tasks' Python workers own the hosts), and
-    the tasks' temp dirs."""
+    the tasks' temp dirs (this test process's, or orphans: not those of a trial the other xdist worker runs)."""
     running = [f"pid {pid}" for pid in lab_processes() if trial in _cmdline(pid)]
-    return running + [f"temp dir {p}" for p in lab_temp_dirs() if "-host-c" in p.name]
+    return running + [f"temp dir {p}" for p, owner in lab_temp_dirs().items()
+                      if "-host-c" in p.name and (descends_from_me(owner) or not process_alive(owner))]
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +157,8 @@ def test_ctrl_c_stops_a_spread_trial_and_its_host_tasks(tmp_path):
     """Ctrl-C while the group's hosts run in their tasks: the run ends, and nothing of the trial is left, on the
     driver or in the tasks."""
     trial = "herd-classic-n4-h2-p8-s0-r0"
-    before = set(lab_processes())
-    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    tag = f"ctrl-c-spread-{os.getpid()}"
+    env = tagged_env(tag)
     proc = subprocess.Popen([sys.executable, "-m", "experiments", "run", "herd", "--designs", "classic",
                              "--consumers", "4", "--partitions", "8", "--host-tasks", "2", "--master", "local[2]",
                              "--out", str(tmp_path / "run")], env=env, cwd=REPO,
@@ -170,6 +171,6 @@ def test_ctrl_c_stops_a_spread_trial_and_its_host_tasks(tmp_path):
         interrupt(proc)
     assert proc.returncode != 0
     deadline = time.monotonic() + 15
-    while (_left_behind(trial) or set(lab_processes()) - before) and time.monotonic() < deadline:
+    while (_left_behind(trial) or left_by_run(tag)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not _left_behind(trial) and not set(lab_processes()) - before
+    assert not _left_behind(trial) and not left_by_run(tag)
