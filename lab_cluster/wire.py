@@ -373,6 +373,14 @@ class WireClient(_Client):
                 self._sock = None
 
     def close(self) -> None:
+        """Close the connection at once: a request waiting for its answer on another thread fails now (as a
+        Java client's disconnect fails its in-flight requests), not when its timeout runs out."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the reader; it closes the socket under the lock
+            except OSError:
+                pass
         with self._lock:
             self.close_locked()
 

@@ -4,7 +4,12 @@ Two threads, as in the Java client since 0.10.1:
 
 - the **poll loop** finds the coordinator, joins the group when it must
   (JoinGroup, then SyncGroup; the leader runs the assignor), fetches from the
-  partition leaders, records a `processed` event per message, and commits;
+  partition leaders, records a `processed` event per message, and
+  auto-commits without waiting for the answer (`auto_commit.py`, Java's
+  `maybeAutoCommitOffsetsAsync`). Nothing the coordinator does, or fails to
+  do, stops it fetching and processing what it owns: a member cut off from its
+  coordinator, its leaders still reachable, goes on processing until it learns
+  it was fenced;
 - the **heartbeat thread** sends Heartbeat every `heartbeat.interval.ms`
   (timing in `heartbeat.py`) while the member has a generation
   (COMPLETING_REBALANCE or STABLE), and turns each answer into a request to
@@ -14,8 +19,10 @@ Two threads, as in the Java client since 0.10.1:
   REBALANCE_IN_PROGRESS while the member is not STABLE belongs to the
   rebalance already under way, and ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID
   for a generation other than the current one is stale. With no answer for a
-  whole session it finds the coordinator again, looking it up itself as
-  Java's heartbeat thread does. When the application has not polled for
+  whole session (checked while a heartbeat is in flight too, as Java's
+  thread does not wait on its heartbeat) it marks the coordinator unknown and
+  finds it again, looking it up itself as Java's heartbeat thread does; the
+  session starts again when the coordinator is found. When the application has not polled for
   `max.poll.interval.ms`, it leaves the group (LeaveGroup, generation and
   member id reset, heartbeats stop) so that the others can go on; a static
   member sends no LeaveGroup (below).
@@ -161,6 +168,7 @@ from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
 
+from .auto_commit import AsyncAutoCommit, AutoCommitTimer
 from .config import ConsumerConfig
 from .fetcher import Fetcher
 from .heartbeat import Heartbeat
@@ -260,10 +268,20 @@ class ConsumerFailed(Exception):
     pass
 
 
+#: why the heartbeat thread marks the coordinator unknown when the session runs out (the `coordinator_lost` reason)
+SESSION_EXPIRED = "no heartbeat answered within session.timeout.ms"
+
+
 class CoordinatorLink:
     """The member's connections to its group's coordinator, shared by both consumers (classic and KIP-848): find
-    it, mark it unknown, send a request on the poll loop's connection. The poll loop and the heartbeat thread
-    each have their own connection (`_coord_client`, `_hb_client`), as Java's client has one per thread.
+    it, mark it unknown (which fails the requests in flight at once), send a request on the poll loop's
+    connection.
+
+    Departure, stated: the poll loop and the heartbeat thread each have their own connection (`_coord_client`,
+    `_hb_client`). Java's client has one, shared by both threads, and the broker reads no further request on a
+    connection while a JoinGroup or SyncGroup is parked on it; so in Kafka a heartbeat sent while the member's
+    SyncGroup waits is answered after it, in the lab at once. It changes when heartbeats are answered during a
+    rebalance, not how many are sent.
 
     A consumer using it has `config`, `trace`, `fetcher`, `_lock`, `_lookup_lock`, `_stop`, `_coordinator`,
     `_coord_client` and `_hb_client`."""
@@ -313,7 +331,11 @@ class CoordinatorLink:
             self._coordinator = address
             self._coord_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
             self._hb_client = WireClient(*address, client_id=self.config.client_id, timeout_s=timeout)
+        self._coordinator_found(monotonic_ms())
         return True
+
+    def _coordinator_found(self, now_ms: int) -> None:
+        """Called when FindCoordinator named the coordinator; the classic consumer's session starts again."""
 
     def _call_coordinator(self, api: str, *, timeout_s: float | None = None, **body) -> dict | None:
         """One request on the poll loop's connection; None if there is none or it failed (the coordinator is then
@@ -372,7 +394,13 @@ class ModernConsumer(CoordinatorLink):
                                    retry_backoff_ms=config.retry_backoff_ms, now_ms=monotonic_ms())
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
                                timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms)
-        self._last_commit_ms = monotonic_ms()
+        # the periodic auto-commit goes on a thread of its own (Java's maybeAutoCommitOffsetsAsync); one commit at a
+        # time is sent, whichever thread sends it, so each carries the positions the last one did not
+        self._commit_lock = threading.Lock()
+        self.auto_commit = AsyncAutoCommit(
+            AutoCommitTimer(interval_ms=config.auto_commit_interval_ms, retry_backoff_ms=config.retry_backoff_ms,
+                            now_ms=monotonic_ms()),
+            commit=lambda: self._commit_positions("auto-commit"), retriable=commit_retriable, name=name)
         self._poll_thread = threading.Thread(target=self._poll_loop, name=f"poll-{name}", daemon=True)
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{name}", daemon=True)
 
@@ -467,11 +495,13 @@ class ModernConsumer(CoordinatorLink):
 
     def _poll_heartbeat(self, now: int) -> None:
         """Java's `pollHeartbeat`, at the top of every poll: a fatal error of the heartbeat thread is raised here
-        (ConsumerFailed), and the poll is recorded for `max.poll.interval.ms`."""
+        (ConsumerFailed), and the poll is recorded for `max.poll.interval.ms`. So is an auto-commit's (Java's
+        `invokeCompletedOffsetCommitCallbacks`, also at each poll)."""
         with self._lock:
             failure = self._heartbeat_failure
         if failure is not None:
             raise ConsumerFailed(failure)
+        self.auto_commit.raise_failure()
         self.heartbeat.poll(now)
 
     def _rebalance(self) -> None:
@@ -621,7 +651,7 @@ class ModernConsumer(CoordinatorLink):
             self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
         self.heartbeat.reset_timeouts(monotonic_ms())
-        self._last_commit_ms = monotonic_ms()  # Java: the auto-commit timer starts again from the join's end
+        self.auto_commit.reset(monotonic_ms())  # Java's onJoinComplete: the auto-commit interval starts again
         self._needs_join_prepare = True
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in self._assignment])
@@ -744,27 +774,27 @@ class ModernConsumer(CoordinatorLink):
             self._stop.wait(min(self.config.fetch_max_wait_ms, 50) / 1000)
 
     def _maybe_auto_commit(self) -> None:
-        due = monotonic_ms() - self._last_commit_ms >= self.config.auto_commit_interval_ms
-        if self.config.enable_auto_commit and due:
-            self._commit_positions("auto-commit")
+        """Java's `maybeAutoCommitOffsetsAsync`: the commit goes on its own thread; the poll loop does not wait."""
+        if self.config.enable_auto_commit:
+            self.auto_commit.maybe_commit(monotonic_ms())
 
     def _commit_positions(self, why: str, call: Callable[..., dict | None] | None = None) -> ErrorCode | None:
         """Commit every position that moved, with the generation this member consumed under; the error, or
         None when nothing was sent (nothing moved, auto-commit off, or no generation: Java sends no commit
-        without one)."""
-        self._last_commit_ms = monotonic_ms()
+        without one). A commit waits for the one in flight (the auto-commit's, on its thread)."""
         if not self.config.enable_auto_commit:
             return None
-        with self._lock:
-            moved = {tp: o for tp, o in self._positions.items() if self._committed.get(tp) != o}
-            generation = self.generation
-        if not moved or not generation.is_valid():
-            return None
-        response = (call or self._call_coordinator)(
-            "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
-            group_instance_id=self.config.group_instance_id,
-            offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
-        return self._handle_commit_response(response, moved, generation, why)
+        with self._commit_lock:
+            with self._lock:
+                moved = {tp: o for tp, o in self._positions.items() if self._committed.get(tp) != o}
+                generation = self.generation
+            if not moved or not generation.is_valid():
+                return None
+            response = (call or self._call_coordinator)(
+                "OffsetCommit", member_id=generation.member_id, generation_id=generation.generation_id,
+                group_instance_id=self.config.group_instance_id,
+                offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
+            return self._handle_commit_response(response, moved, generation, why)
 
     def _handle_commit_response(self, response: dict | None, moved: dict[TopicPartition, int],
                                 generation: Generation, why: str) -> ErrorCode:
@@ -827,11 +857,16 @@ class ModernConsumer(CoordinatorLink):
             with self._lock:
                 self.generation = NO_GENERATION
             self._set_state(MemberState.UNJOINED)
+            # Java's close waits for the async commits in flight (within its timeout) before it closes
+            self.auto_commit.wait(self.config.request_timeout_ms / 1000)
             self._coordinator_unknown("stopped")
             self.fetcher.close()
             self._stop.set()
 
     # -- the heartbeat thread --------------------------------------------------------------
+    def _coordinator_found(self, now_ms: int) -> None:
+        self.heartbeat.reset_session_timeout(now_ms)  # Java's FindCoordinator handler: resetSessionTimeout
+
     def _heartbeat_loop(self) -> None:
         while not self._stop.is_set():
             self._stop.wait(self._heartbeat_step(monotonic_ms()))
@@ -849,10 +884,9 @@ class ModernConsumer(CoordinatorLink):
             # a lookup that found none has backed off already
             return backoff_s if self._ensure_coordinator() else 0
         if self.heartbeat.session_timeout_expired(now):
-            # No successful heartbeat for a whole session: the coordinator is gone, or has
-            # evicted us. Kafka marks the coordinator unknown and looks it up again.
-            self._coordinator_unknown("no heartbeat answered within session.timeout.ms")
-            self.heartbeat.reset_timeouts(now)
+            # No successful heartbeat for a whole session: the coordinator is gone, or has evicted us. Kafka marks
+            # the coordinator unknown and looks it up again (the session starts again once it is found)
+            self._coordinator_unknown(SESSION_EXPIRED)
             return 0
         if self.heartbeat.poll_timeout_expired(now):
             self.trace.record("poll_timeout", member=generation.member_id)
@@ -861,13 +895,18 @@ class ModernConsumer(CoordinatorLink):
         if not self.heartbeat.should_heartbeat(now):
             return min(self.heartbeat.time_to_next_heartbeat(now), 100) / 1000
         self.heartbeat.sent_heartbeat(now)
+        # Java's heartbeat thread does not wait on its heartbeat: it checks the session while one is in flight.
+        # So the answer is waited for no longer than the session has left (nor than request.timeout.ms)
+        wait_ms = min(self.config.request_timeout_ms, self.heartbeat.session_time_left(now))
         try:
-            response = client.request("Heartbeat", group_id=self.config.group_id, member_id=generation.member_id,
-                                      group_instance_id=self.config.group_instance_id,
+            response = client.request("Heartbeat", timeout_s=max(wait_ms, 1) / 1000, group_id=self.config.group_id,
+                                      member_id=generation.member_id, group_instance_id=self.config.group_instance_id,
                                       generation_id=generation.generation_id)
             error = ErrorCode(response["error_code"])
         except ConnectionError:
             error = None
+            if self.heartbeat.session_timeout_expired(monotonic_ms()):
+                self._coordinator_unknown(SESSION_EXPIRED)  # Java: the in-flight heartbeat then fails
         self._handle_heartbeat_response(error, generation)
         return 0
 

@@ -8,7 +8,9 @@ with a fake clock; the heartbeat thread (`consumer.py`) asks it what to do:
 - `time_to_next_heartbeat(now)`: how long the thread may sleep;
 - `session_timeout_expired(now)`: no successful heartbeat for
   `session.timeout.ms`: the coordinator has surely evicted us, or is gone, so
-  look it up again (Kafka marks the coordinator unknown);
+  look it up again (Kafka marks the coordinator unknown); checked also while
+  a heartbeat is in flight (`session_time_left(now)`), and the session starts
+  again when the coordinator is found (`reset_session_timeout(now)`);
 - `poll_timeout_expired(now)`: the application has not polled for
   `max.poll.interval.ms`: leave the group so the others can go on.
 
@@ -22,8 +24,8 @@ Worked example, heartbeat every 3 s, session 10 s::
     2000
     >>> hb.fail_heartbeat(4_000); hb.time_to_next_heartbeat(4_000)   # no answer: retry after the back-off
     100
-    >>> hb.session_timeout_expired(9_999), hb.session_timeout_expired(10_000)
-    (False, True)
+    >>> hb.session_timeout_expired(9_999), hb.session_timeout_expired(10_000), hb.session_time_left(7_500)
+    (False, True, 2500)
 """
 
 from __future__ import annotations
@@ -59,6 +61,15 @@ class Heartbeat:
 
     def session_timeout_expired(self, now_ms: int) -> bool:
         return now_ms - self.last_received_ms >= self.session_timeout_ms
+
+    def session_time_left(self, now_ms: int) -> int:
+        """How long a heartbeat in flight may wait for its answer before the session is over (Java's heartbeat
+        thread checks the session while one is in flight)."""
+        return max(0, self.last_received_ms + self.session_timeout_ms - now_ms)
+
+    def reset_session_timeout(self, now_ms: int) -> None:
+        """The coordinator was found (again): the session counts from now (Java's `resetSessionTimeout`)."""
+        self.last_received_ms = now_ms
 
     def reset_timeouts(self, now_ms: int) -> None:
         """After (re)joining: the session and the interval start afresh."""

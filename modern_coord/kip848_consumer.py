@@ -15,7 +15,11 @@ state and transition there). Two threads, as Kafka's two:
 - the **poll loop** (Kafka's application thread) releases partitions the
   member lost (fenced, stale: `onPartitionsLost`), reconciles a new target
   (`_reconcile`), finds start positions, fetches and processes, and
-  auto-commits.
+  auto-commits without waiting for the answer (`auto_commit.py`, Kafka's
+  `maybeAutoCommitAsync` on the background thread): a member cut off from
+  its coordinator, its leaders still reachable, goes on processing until a
+  heartbeat answer tells it that it was fenced (Kafka's client has no session
+  timer of its own).
 
 One reconciliation, as this member lives it::
 
@@ -103,6 +107,7 @@ from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
 
+from .auto_commit import AsyncAutoCommit, AutoCommitTimer
 from .config import ConsumerConfig
 from .consumer import ConsumerFailed, CoordinatorLink
 from .fetcher import Fetcher
@@ -113,6 +118,12 @@ COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILAB
 #: commit answers that say this member may not commit (the `commit` event's outcome `fenced`)
 COMMIT_FENCED = (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID,
                  ErrorCode.ILLEGAL_GENERATION)
+
+
+def auto_commit_retriable(error: ErrorCode | None) -> bool:
+    """Kafka's `RetriableCommitFailedException` for the periodic auto-commit: the next one goes after
+    `retry.backoff.ms` (the coordinator moved, is loading, or did not answer), else after the interval."""
+    return error in COORDINATOR_GONE or error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
 def commit_retriable_before_revocation(error: ErrorCode | None, epoch: int) -> bool:
@@ -163,7 +174,11 @@ class Kip848Consumer(CoordinatorLink):
             retry_backoff_ms=config.retry_backoff_ms, listener=self)
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
                                timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms)
-        self._last_commit_ms = monotonic_ms()
+        self._commit_lock = threading.Lock()  # one commit at a time, whichever thread sends it
+        self.auto_commit = AsyncAutoCommit(
+            AutoCommitTimer(interval_ms=config.auto_commit_interval_ms, retry_backoff_ms=config.retry_backoff_ms,
+                            now_ms=monotonic_ms()),
+            commit=lambda: self._commit_positions("auto-commit"), retriable=auto_commit_retriable, name=name)
         self._poll_thread = threading.Thread(target=self._poll_loop, name=f"poll-{name}", daemon=True)
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{name}", daemon=True)
 
@@ -311,6 +326,7 @@ class Kip848Consumer(CoordinatorLink):
             fatal, lost = self._fatal, self.membership.lost_pending
         if fatal is not None:
             raise ConsumerFailed(fatal)
+        self.auto_commit.raise_failure()
         if lost:
             self._release_lost()
         with self._lock:
@@ -350,7 +366,7 @@ class Kip848Consumer(CoordinatorLink):
         self._assign(reconciliation)
         with self._lock:
             if self.membership.reconciliation_done(reconciliation):
-                self._last_commit_ms = monotonic_ms()  # Kafka's resetAutoCommitTimer on completing
+                self.auto_commit.reset(monotonic_ms())  # Kafka's resetAutoCommitTimer on completing
 
     def _aborted(self) -> bool:
         with self._lock:
@@ -407,6 +423,8 @@ class Kip848Consumer(CoordinatorLink):
             if revoke is not None:
                 self._send_leave()
         finally:
+            # Java's close waits for the async commits in flight (within its timeout) before it closes
+            self.auto_commit.wait(self.config.request_timeout_ms / 1000)
             self._coordinator_unknown("stopped")
             self.fetcher.close()
 
@@ -483,8 +501,9 @@ class Kip848Consumer(CoordinatorLink):
                               error=error.name if error is not None else "NETWORK_EXCEPTION")
 
     def _maybe_auto_commit(self) -> None:
-        if monotonic_ms() - self._last_commit_ms >= self.config.auto_commit_interval_ms:
-            self._commit_positions("auto-commit")
+        """Kafka's `maybeAutoCommitAsync`: the commit goes on its own thread; the poll loop does not wait."""
+        if self.config.enable_auto_commit:
+            self.auto_commit.maybe_commit(monotonic_ms())
 
     def _commit_before_revocation(self) -> None:
         """Kafka's `maybeAutoCommitSyncBeforeRevocation`: every position, retried until the rebalance timeout
@@ -501,26 +520,27 @@ class Kip848Consumer(CoordinatorLink):
 
     def _commit_positions(self, why: str) -> ErrorCode | None:
         """Commit every position that moved, with the member's latest id and epoch; the error, or None when nothing
-        was sent (auto-commit off, nothing moved, or no epoch)."""
-        self._last_commit_ms = monotonic_ms()
+        was sent (auto-commit off, nothing moved, or no epoch). A commit waits for the one in flight."""
         if not self.config.enable_auto_commit:
             return None
-        with self._lock:
-            moved = {tp: o for tp, o in self._positions.items() if self._committed.get(tp) != o}
-            epoch, member_id = self.membership.member_epoch, self.membership.member_id
-        if not moved or epoch <= 0:
-            return None
-        response = self._call_coordinator(
-            "OffsetCommit", member_id=member_id, generation_id=epoch, group_instance_id=self.config.group_instance_id,
-            offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
-        error = ErrorCode.REQUEST_TIMED_OUT if response is None else ErrorCode(response["error_code"])
-        outcome = "accepted" if error is ErrorCode.NONE else "fenced" if error in COMMIT_FENCED else "failed"
-        for (t, p), offset in sorted(moved.items()):
-            self.trace.record("commit", topic=t, partition=p, offset=offset, member=member_id, generation=epoch,
-                              outcome=outcome, error=error.name, why=why)
-        if error is ErrorCode.NONE:
+        with self._commit_lock:
             with self._lock:
-                self._committed.update(moved)
-        elif error in COORDINATOR_GONE and response is not None:
-            self._coordinator_unknown(f"OffsetCommit: {error.name}")
-        return error
+                moved = {tp: o for tp, o in self._positions.items() if self._committed.get(tp) != o}
+                epoch, member_id = self.membership.member_epoch, self.membership.member_id
+            if not moved or epoch <= 0:
+                return None
+            response = self._call_coordinator(
+                "OffsetCommit", member_id=member_id, generation_id=epoch,
+                group_instance_id=self.config.group_instance_id,
+                offsets=[{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(moved.items())])
+            error = ErrorCode.REQUEST_TIMED_OUT if response is None else ErrorCode(response["error_code"])
+            outcome = "accepted" if error is ErrorCode.NONE else "fenced" if error in COMMIT_FENCED else "failed"
+            for (t, p), offset in sorted(moved.items()):
+                self.trace.record("commit", topic=t, partition=p, offset=offset, member=member_id, generation=epoch,
+                                  outcome=outcome, error=error.name, why=why)
+            if error is ErrorCode.NONE:
+                with self._lock:
+                    self._committed.update(moved)
+            elif error in COORDINATOR_GONE and response is not None:
+                self._coordinator_unknown(f"OffsetCommit: {error.name}")
+            return error

@@ -30,9 +30,14 @@ wakes up behind does not catch up at once. The finding, checked by `findings()`
 - coordinator era: the coordinator fences the zombie's commits by generation
   and member id (`modern_coord/coordinator/`: ILLEGAL_GENERATION,
   UNKNOWN_MEMBER_ID), so none is accepted and no committed offset moves
-  backwards. It does not stop the zombie fetching: duplicates remain possible
-  in both eras, which is why Kafka's answer to them is idempotent processing or
-  transactions, not the group protocol;
+  backwards. It does not stop the zombie fetching: Kafka's consumers never
+  wait on their coordinator to fetch and process (the auto-commit goes
+  without waiting for its answer), so a zombie cut off from its coordinator
+  goes on processing what another consumer now owns until it hears it was
+  fenced, as the ZooKeeper-era zombie does (the finding: for at least half
+  the time both believed they owned its partitions, in the cut's window).
+  Duplicates remain in both eras, which is why Kafka's answer to them is
+  idempotent processing or transactions, not the group protocol;
 - the consumer protocol (`consumer-848`, KIP-848): the coordinator fences by
   member epoch. Its session (the broker's `group.consumer.session.timeout.ms`,
   here 6 s as the classic consumer's) expires, the member is removed and its
@@ -215,6 +220,17 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                  & (r.requests_fenced > 0)).all()),
             _evidence(r, ["requests_fenced", "commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards",
                           "duplicates"])))
+    cut_windows = summary[(summary.experiment == NAME) & (summary.status == "ok") & (summary.change == "cut")]
+    for design in ("classic", "consumer-848"):
+        w = cut_windows[cut_windows.design == design]
+        out.append(Finding(
+            f"{design}-cut-processing-goes-on",
+            f"{FAMILIES[design].label}, cut: fencing refuses the zombie's commits, not its processing: cut off from "
+            "its coordinator, it processes what another consumer owns for at least half the time both believe they "
+            "own it", len(w) > 0 and bool(((w.double_owned_partition_s > 0)
+                                            & (w.double_processed_partition_s >= 0.5 * w.double_owned_partition_s)
+                                            ).all()),
+            _evidence(w, ["double_owned_partition_s", "double_processed_partition_s", "processed_after_loss"])))
     cut = legacy[legacy.variant == "cut"]
     out.append(Finding("zookeeper-cut-blocked-commit-lands",
                        "ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
@@ -240,6 +256,7 @@ def _evidence(rows: pd.DataFrame, columns: list[str]) -> str:
 #: 3: RocketMQ's family; 4: TubeMQ's; 5: "processes partitions another owns" measured by the records the zombie
 #: processed after losing them (`processed_after_loss`), not by two consumers processing at the same instant
 #: (a paused zombie works through its fetched batch within milliseconds of the new owner's last record);
-#: 6: KIP-848's consumer protocol
+#: 6: KIP-848's consumer protocol; 7: the coordinator-era consumers no longer wait on their coordinator to process
+#: (their auto-commit goes without waiting for its answer), and a finding says so for the cut
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=6)
+                        section="experiments.report.faults:zombie_section", keeps_timelines=True, version=7)
