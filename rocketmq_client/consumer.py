@@ -12,7 +12,8 @@ Its threads, as RocketMQ's:
 - **scheduled tasks** (`MQClientInstance.startScheduledTask`, one thread):
   the route every `pollNameServerInterval` (first after 10 ms), a heartbeat to every broker every
   `heartbeatBrokerInterval` (first after 1 s), every owned queue's offset to
-  its broker every `persistConsumerOffsetInterval` (first after 10 s), and,
+  its broker every `persistConsumerOffsetInterval` (first after 10 s; each
+  pull also carries its queue's offset, `instance.py`), and,
   orderly only, the queue locks renewed every 20 s (`lockMQPeriodically`);
 - **RebalanceService**: waits `rocketmq.client.rebalance.waitInterval` (20 s)
   or until woken, then `doRebalance`; a broker's NOTIFY_CONSUMER_IDS_CHANGED
@@ -354,15 +355,22 @@ class PushConsumer:
                     return self._pull_later(pq)
                 pq.in_offset_table |= stored
                 pq.previously_locked = True
+        # the COMMIT_OFFSET flag: the in-memory offset rides on the pull when the offset table has one above 0
+        commit_offset = pq.offset if pq.in_offset_table and pq.offset > 0 else None
         self._pulling = True
         try:
-            records = self.instance.pull(mq, pq.offset, self.config.pull_batch_size)
+            records = self.instance.pull(self.group, mq, pq.offset, self.config.pull_batch_size, commit_offset)
         except (ConnectionError, BrokerRefused) as exc:
             self.trace.record("rocketmq_request_failed", member=self.client_id, api="PULL_MESSAGE", broker=mq[1],
                               error=f"{exc.__class__.__name__}: {exc}")  # `PullCallback.onException` logs it
             return self._pull_later(pq)
         finally:
             self._pulling = False
+        if commit_offset is not None and commit_offset != pq.last_pull_commit:
+            # traced once per offset it carried (an idle queue's pulls carry the same one again and again)
+            pq.last_pull_commit = commit_offset
+            self.trace.record("commit", member=self.client_id, topic=mq[0], partition=mq[2], offset=commit_offset,
+                              outcome="accepted", error="NONE", why="pull")
         pq.in_offset_table = True  # a pull result puts the queue in the offset table (its offset, or the next)
         for record in records:
             if not self._consume_one(mq, pq, record):

@@ -18,7 +18,9 @@ heartbeats, the consumer-id list, offsets, locks and pulls.
   queue's broker; `max_offset`: `ListOffsets` (6 s);
 - `lock` / `lock_batch` / `unlock` / `unlock_batch`: `LOCK_BATCH_MQ` /
   `UNLOCK_BATCH_MQ` (1 s; the unlock of a queue let go is oneway);
-- `pull` (`PULL_MESSAGE`): `Fetch`, without waiting at the broker;
+- `pull` (`PULL_MESSAGE`): the records from an offset, carrying the
+  consumer's in-memory offset for the broker to store (the COMMIT_OFFSET
+  flag, `DefaultMQPushConsumerImpl.pullMessage`), without waiting at the broker;
 - `unregister_client`: `UNREGISTER_CLIENT` to every broker, errors ignored.
 
 Every request waits as RocketMQ's does (the constants below; the rest
@@ -31,9 +33,7 @@ It implements `rebalance.Broker`, so `RebalanceImpl` runs on it unchanged.
 
 Departures, stated:
 - a pull does not long-poll (RocketMQ's broker holds an empty pull up to
-  15 s) and carries no piggy-backed commit (RocketMQ's COMMIT_OFFSET flag),
-  so offsets reach the broker every `persistConsumerOffsetInterval` and when
-  a queue is let go;
+  15 s): an empty pull is answered at once and the consumer pauses 50 ms;
 - a pull is waited for by the consumer's one pull thread (`consumer.py`),
   where RocketMQ's callback frees its thread: a broker that does not answer
   holds every other queue's pull up to 30 s (RocketMQ pulls the other queues
@@ -285,17 +285,22 @@ class MQClientInstance:
             self._failed("UNLOCK_BATCH_MQ", name, exc)
 
     # -- messages ----------------------------------------------------------------------------------
-    def pull(self, mq: MessageQueue, offset: int, max_records: int) -> list[dict]:
-        """The records of `mq` from `offset` (Fetch on its broker, no wait), or ConnectionError / BrokerRefused.
+    def pull(self, group: str, mq: MessageQueue, offset: int, max_records: int,
+             commit_offset: int | None = None) -> list[dict]:
+        """The records of `mq` from `offset` (PULL_MESSAGE on its broker, no wait), or ConnectionError /
+        BrokerRefused. `commit_offset`: the offset the broker stores for `group` as it answers (RocketMQ's
+        COMMIT_OFFSET flag; None: the flag is not set).
 
         As RocketMQ's pull (`CommunicationMode.ASYNC`, 30 000 ms): a timeout fails this pull only and leaves
         the channel open (`invokeAsync`); the caller pulls the queue again later."""
+        commit = {} if commit_offset is None else {"commit_offset": commit_offset}
         try:
-            return self._channel(mq[1]).call("Fetch", timeout_s=PULL_TIMEOUT_MS / 1000, close_on_timeout=False,
-                                             topic=mq[0], partition=mq[2], offset=offset, max_records=max_records,
-                                             max_wait_ms=0)["records"]
+            answer = self._channel(mq[1]).call("PULL_MESSAGE", timeout_s=PULL_TIMEOUT_MS / 1000,
+                                               close_on_timeout=False, consumer_group=group, topic=mq[0],
+                                               queue_id=mq[2], queue_offset=offset, max_msg_nums=max_records, **commit)
         except WireError as exc:
-            raise BrokerRefused(f"Fetch: {exc}") from None
+            raise BrokerRefused(f"PULL_MESSAGE: {exc}") from None
+        return self._checked(answer)["records"]
 
     def close(self) -> None:
         with self._lock:

@@ -97,6 +97,8 @@ class ProcessQueue:
     #: whether the offset store holds it (RemoteBrokerOffsetStore's `offsetTable`): once read from the broker's
     #: store, or after the queue's first pull result; only such a queue's offset is persisted
     in_offset_table: bool = False
+    #: the last offset a pull of this queue carried for the broker to store (its `commit` event is traced once)
+    last_pull_commit: int | None = None
     #: `consumeLock`: held while one message is consumed (orderly: a queue is let go only between messages)
     consume_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 

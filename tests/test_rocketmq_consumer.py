@@ -93,6 +93,28 @@ def test_a_consumer_the_brokers_forgot_is_told_nothing_and_its_commits_are_accep
              "c1 to go on consuming it")
 
 
+def test_the_broker_stores_the_offset_each_pull_carries(cluster, group):
+    """With the periodic persist out of the way (10 min), the brokers' offsets still follow consumption, one pull
+    behind: RocketMQ's COMMIT_OFFSET flag, stored by the broker as it answers (PullMessageProcessor)."""
+    from rocketmq_client.instance import MQClientInstance
+
+    _start_producer(cluster, rate=40)
+    _wait_produced(cluster, 3)
+    c1 = group.add("c1", persistConsumerOffsetInterval="600000")
+    wait_for(lambda: len(c1.partitions()) == PARTITIONS, "c1 to hold every queue")
+    wait_for(lambda: all(len([e for e in events(cluster, "c1", "processed") if e["partition"] == p]) >= 5
+                         for p in range(PARTITIONS)), "c1 to process 5 records of each queue")
+    probe = MQClientInstance("probe", [("127.0.0.1", b.port) for b in cluster.brokers.values()], group.traces[0],
+                             timeout_ms=3000, on_notify=lambda broker: None)
+    try:
+        assert probe.update_route("t")
+        stored = {mq[2]: probe.query_offset(GROUP, mq) for mq in sorted(probe.queues("t"))}
+    finally:
+        probe.close()
+    assert all(offset > 0 for offset in stored.values()), stored
+    assert {e["f"]["why"] for e in events(cluster, "c1", "commit")} == {"pull"}
+
+
 def test_a_bad_config_is_refused_before_anything_starts():
     with pytest.raises(LabError, match="allocateMessageQueueStrategy"):
         ClientConfig.from_dict({"consumerGroup": "g", "namesrvAddr": "127.0.0.1:1",
@@ -158,10 +180,11 @@ class FakeInstance:
 
     def __init__(self, records=None, failing=(), locks=None, stored=None):
         self.records, self.failing, self.locks, self.stored = dict(records or {}), set(failing), locks, stored or {}
-        self.pulls, self.lock_calls = [], []
+        self.pulls, self.pull_commits, self.lock_calls = [], [], []
 
-    def pull(self, mq, offset, max_records):
+    def pull(self, group, mq, offset, max_records, commit_offset=None):
         self.pulls.append((mq, offset))
+        self.pull_commits.append((mq, commit_offset))
         if mq in self.failing:
             raise ConnectionError("no answer within 30 s")
         return [r for r in self.records.get(mq, []) if r["offset"] >= offset][:max_records]
@@ -233,6 +256,19 @@ def test_an_offset_update_does_not_wait_and_is_traced_when_the_broker_answers(mo
     consumer._persist_all("interval")
     assert [(f["offset"], f["outcome"], f["why"]) for f in consumer.trace.kinds("commit")] == [(7, "accepted",
                                                                                                   "interval")]
+
+
+def test_a_pull_carries_the_consumed_offset_once_the_offset_table_has_one_above_0(monkeypatch):
+    """DefaultMQPushConsumerImpl.pullMessage: the COMMIT_OFFSET flag, with readOffset(READ_FROM_MEMORY), when that
+    is above 0; the commit is traced once per offset carried."""
+    instance = FakeInstance(records={mq(0): [{"offset": 0}, {"offset": 1}]})
+    consumer, _ = offline_consumer(monkeypatch, instance)
+    add(consumer, 0)
+    consumer._pull_round()  # not in the offset table yet: no flag
+    consumer._pull_round()  # its offset is 2 now: carried
+    consumer._pull_round()  # idle: the same offset again, traced once
+    assert instance.pull_commits == [(mq(0), None), (mq(0), 2), (mq(0), 2)]
+    assert [(f["offset"], f["outcome"], f["why"]) for f in consumer.trace.kinds("commit")] == [(2, "accepted", "pull")]
 
 
 def test_orderly_a_queue_not_locked_is_tried_again_1_s_later_and_counts_as_pulled(monkeypatch):
@@ -311,14 +347,14 @@ def test_each_request_waits_as_long_as_rocketmq_s_and_a_pull_never_closes_its_ch
     instance._channels["broker-1"] = channel = Channel()
     instance.broker_addr_table["broker-1"] = ("127.0.0.1", 1)
     instance.topic_subscribe_info["t"] = {mq(0)}
-    instance.pull(mq(0), 0, 32)
+    instance.pull("g", mq(0), 0, 32, 7)
     instance.query_offset("g", mq(0))
     instance.max_offset(mq(0))
     instance.lock_batch("g", "broker-1", [mq(0)])
     instance.unlock_batch("g", "broker-1", [mq(0)])
     instance.send_heartbeat_to_all_brokers("g", {"t": 1})
     instance.find_consumer_id_list("t", "g")
-    assert channel.calls == [("Fetch", 30.0, False), ("QUERY_CONSUMER_OFFSET", 5.0, True),
+    assert channel.calls == [("PULL_MESSAGE", 30.0, False), ("QUERY_CONSUMER_OFFSET", 5.0, True),
                              ("ListOffsets", 6.0, True), ("LOCK_BATCH_MQ", 1.0, True), ("UNLOCK_BATCH_MQ", 1.0, True),
                              ("HEART_BEAT", 3.0, True), ("GET_CONSUMER_LIST_BY_GROUP", 3.0, True)]
     outcomes = []

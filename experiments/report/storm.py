@@ -114,8 +114,9 @@ RocketMQ has no stop-the-world: every member re-splits the queues alone when
 a broker pushes the change (`rocketmq_client/rebalance.py`) and drops only the
 queues that move, so a restart costs some members some queues, twice, without
 any coordination and with the fewest unowned partition-seconds; the price is
-the offsets, persisted every 5 s (`persistConsumerOffsetInterval`), from which
-a queue's next owner starts again (`duplicates`). TubeMQ's client
+the offsets, which reach the broker with each pull (and every 5 s,
+`persistConsumerOffsetInterval`), one pull behind what was processed: a
+queue's next owner starts again from there (`duplicates`). TubeMQ's client
 balance has no membership at all: the restarted node's share waits for it and
 nobody else does anything (`tubemq_client/consumer.py`); its server balance
 waits for the master's next tick, which moves the restarted consumer's

@@ -3,15 +3,16 @@
 After `broker/offset/ConsumerOffsetManager.java` and the handlers of
 `ConsumerManageProcessor.java`, without I/O. Offsets are kept per
 ``topic@group`` and queue id. `commit_offset` (UPDATE_CONSUMER_OFFSET, and
-the offset a pull carries) is a plain put: no owner, lock or generation is
+the offset a PULL_MESSAGE carries) is a plain put: no owner, lock or generation is
 checked, and an offset smaller than the stored one is accepted (RocketMQ only
 logs "[NOTIFYME] update consumer offset less than store"). This is the
 difference from Kafka's coordinator that the zombie experiment shows: a
 consumer that lost its queue can still move its offset, even backwards.
 
 `query_offset` (QUERY_CONSUMER_OFFSET) answers the stored offset or None
-(QUERY_NOT_FOUND); the broker's first-time quirk (offset 0 rather than
-not-found for a young queue still in memory) is the plug-in's, which knows the log.
+(QUERY_NOT_FOUND). The broker's first-time quirk (offset 0 rather than
+not-found for a young queue still in memory) is not modelled (`service.py`
+states it).
 
     >>> offsets = ConsumerOffsetManager()
     >>> offsets.commit_offset("g", "t", 0, 42)

@@ -15,6 +15,13 @@ It adds RocketMQ's consumer-facing requests, under RocketMQ's request-code names
 | `UPDATE_CONSUMER_OFFSET` | `consumer_group`, `topic`, `queue_id`, `commit_offset` | stored, from anyone |
 | `QUERY_CONSUMER_OFFSET` | `consumer_group`, `topic`, `queue_id` | `offset`, or QUERY_NOT_FOUND |
 | `LOCK_BATCH_MQ`, `UNLOCK_BATCH_MQ` | `consumer_group`, `client_id`, `mq_set`: [[topic, broker, q]] | locked set |
+| `PULL_MESSAGE` | `consumer_group`, `topic`, `queue_id`, `queue_offset`, `max_msg_nums`, `commit_offset`? | `records` |
+
+`PULL_MESSAGE` is `PullMessageProcessor`'s: the records from `queue_offset`,
+and, when the pull carries `commit_offset` (RocketMQ's COMMIT_OFFSET flag,
+set by a consumer whose in-memory offset is above 0), that offset stored for
+the group, from anyone, as UPDATE_CONSUMER_OFFSET stores it. So the broker's
+offset is at most one pull behind what the consumer processed.
 
 A connection is a RocketMQ channel (`lab_cluster.wire.Channel`): the consumer
 table is keyed by it, its close is `doChannelCloseEvent`, and a CHANGE pushes
@@ -27,7 +34,11 @@ Departures, stated: RocketMQ's response code travels in the answer's `code`
 `error_code` stays Kafka's NONE; offsets live in the broker's memory (RocketMQ
 flushes them to disk every 5 s), so a broker that restarts forgets them; the
 broker-side first-time quirk of `QUERY_CONSUMER_OFFSET` (0 rather than
-not-found for a young queue) is not modelled.
+not-found for a young queue) is not modelled; a pull is answered at once
+(RocketMQ's broker holds an empty one up to 15 s, long polling), and a pull of
+a queue this broker does not lead is refused with SYSTEM_ERROR (a RocketMQ
+queue never leaves its broker; a lab queue is named after its leader, see
+`rocketmq_client/instance.py`).
 """
 
 from __future__ import annotations
@@ -58,7 +69,8 @@ class RocketMQService:
                 ("GET_CONSUMER_LIST_BY_GROUP", self._consumer_list, False),
                 ("UPDATE_CONSUMER_OFFSET", self._update_offset, False),
                 ("QUERY_CONSUMER_OFFSET", self._query_offset, False),
-                ("LOCK_BATCH_MQ", self._lock, False), ("UNLOCK_BATCH_MQ", self._unlock, False)):
+                ("LOCK_BATCH_MQ", self._lock, False), ("UNLOCK_BATCH_MQ", self._unlock, False),
+                ("PULL_MESSAGE", self._pull, False)):
             server.add_api(name, (1,), fields_checked(name, handler, WHERE), with_channel=with_channel)
         server.on_channel_closed(self.consumers.do_channel_close_event)
         self._scanner = threading.Thread(target=self._scan, name="rocketmq-scan", daemon=True)
@@ -115,6 +127,18 @@ class RocketMQService:
         if offset is None:
             return self._answer("QUERY_CONSUMER_OFFSET", request, "QUERY_NOT_FOUND", remark="Not found")
         return self._answer("QUERY_CONSUMER_OFFSET", request, offset=offset)
+
+    def _pull(self, request: dict) -> dict:
+        """`PullMessageProcessor`: read, then store the piggy-backed offset (it is stored whatever was found).
+        A pull is frequent: the broker's trace has it only when refused (the consumer traces the commit)."""
+        topic, queue_id = str(request["topic"]), int(request["queue_id"])
+        log = self.broker.leader_log(topic, queue_id)
+        if log is None:
+            return self._answer("PULL_MESSAGE", request, "SYSTEM_ERROR", remark=f"{topic}-{queue_id} is not here")
+        records = log.read(int(request["queue_offset"]), int(request.get("max_msg_nums", 32)))
+        if request.get("commit_offset") is not None:
+            self.offsets.commit_offset(str(request["consumer_group"]), topic, queue_id, int(request["commit_offset"]))
+        return {"code": "SUCCESS", "records": records, "max_offset": log.log_end_offset}
 
     def _lock(self, request: dict) -> dict:
         queues = [tuple(mq) for mq in request.get("mq_set", [])]
