@@ -135,6 +135,9 @@ KINDS: dict[str, EventKind] = _kinds(
               "a TubeMQ node's registration with the master (up to 5 tries) and its answer"),
     EventKind("tubemq_connect", ("member", "key", "attempt", "code"),
               "a TubeMQ node's registration of one partition at its broker (`connect2Partition`) and its answer"),
+    EventKind("tubemq_meta_failed", ("member", "error"),
+              "a TubeMQ node could not query its partitions from the master: it skips this balance round, as "
+              "TubeMQ's ClientBalanceConsumerExample does"),
     EventKind("tubemq_request", ("broker", "api", "code"),
               "a TubeMQ request reached a broker or the master it hosts (`tubemq_client/*/service.py`)"),
     EventKind("tubemq_released", ("broker", "group", "topic", "partition"),

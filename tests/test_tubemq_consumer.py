@@ -112,6 +112,23 @@ def test_a_node_id_outside_the_source_count_is_refused_at_start_before_contactin
     assert not list(tmp_path.glob("traces/*master*"))  # nothing was asked of a master at 127.0.0.1:1
 
 
+def test_a_round_whose_master_query_fails_is_skipped_not_balanced_from_the_cache(tmp_path):
+    """ClientBalanceConsumerExample: `if (!consumer.getPartitionMetaInfo(qryResult))` nothing is done that round;
+    the cached map is not balanced from (its partitions would be connected to brokers perhaps gone)."""
+    from lab_cluster.ports import free_port
+
+    config = FAMILY.configure({"group.id": "g", "masterHostAndPort": f"127.0.0.1:{free_port()}", "sourceCount": "1",
+                               "nodeId": "0"}, "c1")
+    with TraceRecorder(tmp_path, trial="t", design="tubemq", actor="c1") as trace:
+        node = BalancingNode(config, ["t"], trace, name="c1")
+        node.sdk._meta = {"1:t:0": True, "2:t:1": True}  # what an earlier round cached; nothing registered yet
+        node.sdk._last_meta_ms = None  # due: the master is asked, and does not answer
+        node.balance_once()
+    assert node.sdk.registered == {}
+    assert [e["kind"] for e in trace_events(tmp_path, "c1", "tubemq_meta_failed")] == ["tubemq_meta_failed"]
+    assert not trace_events(tmp_path, "c1", "tubemq_connect") and not trace_events(tmp_path, "c1", "rebalance_begin")
+
+
 def test_a_bad_config_is_refused_before_anything_starts():
     with pytest.raises(LabError, match="nodeId"):
         ConsumerConfig.from_dict({"consumerGroup": "g", "masterHostAndPort": "127.0.0.1:1", "sourceCount": "2",

@@ -9,7 +9,7 @@
 | `consumePosition` | `CONSUMER_FROM_LATEST_OFFSET` | a first registration's start (or `..._FROM_FIRST_OFFSET`) |
 | `heartbeatPeriodMs` | 13000 | heartbeat the master, and every broker holding its partitions, this often |
 | `partMetaInfoCheckPeriodMs` | 10000 | ask the master for partition metadata at most this often (and balance) |
-| `rpcTimeoutMs` | 15000 | how long a request may take |
+| `rpcTimeoutMs` | 10000 | how long a request may take (`RpcConstants.CFG_RPC_READ_TIMEOUT_DEFAULT_MS`) |
 | `lab.processing.ms` | 0 | lab only: time the application spends on each message |
 | `lab.brokers.via` | (none) | lab only: `host:port=proxy host:port,...`, each broker (and master) through its proxy |
 
@@ -91,7 +91,7 @@ class ConsumerConfig(TubeClientSettings):
     consume_position: str = "CONSUMER_FROM_LATEST_OFFSET"
     heartbeat_period_ms: int = 13000
     part_meta_info_check_period_ms: int = 10000
-    rpc_timeout_ms: int = 15000
+    rpc_timeout_ms: int = 10000
     lab_processing_ms: int = 0
     lab_brokers_via: str = ""
 

@@ -10,7 +10,8 @@ Two pieces, as in TubeMQ:
   on a thread of its own, every broker that holds one of its partitions,
   every `heartbeatPeriodMs` (13 s). It knows no other member. Its calls:
   `get_partition_meta_info` (from the master at most every
-  `partMetaInfoCheckPeriodMs`, else cached), `connect_to_partition(key,
+  `partMetaInfoCheckPeriodMs`, else cached; None when the master did not
+  answer), `connect_to_partition(key,
   bootstrap_offset)` (register at the partition's broker; 2 attempts 1 s
   apart; after PARTITION_OCCUPIED another try within 5 s is refused locally,
   CLIENT_HIGH_FREQUENCY_REQUEST), `disconnect_from_partition`, `get_message`,
@@ -18,7 +19,8 @@ Two pieces, as in TubeMQ:
   or a confirm for a partition makes the SDK drop that partition locally.
 - `BalancingNode`: the application of TubeMQ's `ClientBalanceConsumerExample`,
   the lab's group member. Every `partMetaInfoCheckPeriodMs` it takes the
-  partitions whose key hashes to its `nodeId` modulo `sourceCount`
+  partitions (a round whose query failed is skipped: nothing is balanced
+  from the cache) whose key hashes to its `nodeId` modulo `sourceCount`
   (`lab_cluster/assignment/tubemq.py`), disconnects the others, and connects
   the new ones with the offset it last consumed there, or -1 (the broker's);
   a consume loop fetches, processes and confirms.
@@ -175,9 +177,10 @@ class ClientBalanceConsumer:
             if self._stop.wait(self.config.heartbeat_period_ms / 1000):
                 return
 
-    def get_partition_meta_info(self) -> dict[str, bool]:
+    def get_partition_meta_info(self) -> dict[str, bool] | None:
         """{key: subscribable}: from the master at most every `partMetaInfoCheckPeriodMs`, else the cached
-        map; a registered partition no longer subscribable is disconnected (`clearUnSubscribablePartitions`)."""
+        map; a registered partition no longer subscribable is disconnected (`clearUnSubscribablePartitions`).
+        None if the master was due to be asked and did not answer (`getPartitionMetaInfo` returns false)."""
         now = monotonic_ms()
         if self._last_meta_ms is None or now - self._last_meta_ms >= self.config.part_meta_info_check_period_ms:
             try:
@@ -187,8 +190,9 @@ class ClientBalanceConsumer:
                     self._meta = {str(k): bool(v) for k, v in answer["partitions"].items()}
                     self._brokers = {int(i): (h, int(p)) for i, (h, p) in answer["brokers"].items()}
                     self._last_meta_ms = now
-            except ConnectionError:
-                pass  # the cached map stands
+            except ConnectionError as exc:
+                self.trace.record("tubemq_meta_failed", member=self.consumer_id, error=str(exc))
+                return None
         with self._lock:
             meta = dict(self._meta)
         for key in [k for k in self.registered if not meta.get(k)]:
@@ -409,9 +413,12 @@ class BalancingNode:
                 return
 
     def balance_once(self) -> None:
-        """One round of the example: disconnect what is not ours (or not subscribable), connect what is."""
-        self.trace.record("rebalance_begin", member=self.ident)
+        """One round of the example: disconnect what is not ours (or not subscribable), connect what is; nothing
+        if the master could not be queried (the example's `if (!consumer.getPartitionMetaInfo(qryResult))`)."""
         meta = self.sdk.get_partition_meta_info()
+        if meta is None:
+            return
+        self.trace.record("rebalance_begin", member=self.ident)
         mine = set(modulo([k for k, ok in meta.items() if ok], self.config.source_count, self.config.node_id))
         changed = False
         for key in sorted(set(self.sdk.registered) - mine):

@@ -7,7 +7,7 @@
 | `consumePosition` | `CONSUMER_FROM_LATEST_OFFSET` | a first registration's start (or `..._FROM_FIRST_OFFSET`) |
 | `heartbeatPeriodMs` | 13000 | heartbeat the master (carrying events) and every broker holding its partitions |
 | `pushListenerWaitPeriodMs` | 3000 | on a DISCONNECT, how long to wait for a batch still being processed |
-| `rpcTimeoutMs` | 15000 | how long a request may take |
+| `rpcTimeoutMs` | 10000 | how long a request may take (`RpcConstants.CFG_RPC_READ_TIMEOUT_DEFAULT_MS`) |
 | `lab.processing.ms` | 0 | lab only: time the application spends on each message |
 | `lab.brokers.via` | (none) | lab only: `host:port=proxy host:port,...`, each broker (and master) through its proxy |
 
@@ -34,7 +34,7 @@ class ServerBalanceConfig(TubeClientSettings):
     consume_position: str = "CONSUMER_FROM_LATEST_OFFSET"
     heartbeat_period_ms: int = 13000
     push_listener_wait_period_ms: int = 3000
-    rpc_timeout_ms: int = 15000
+    rpc_timeout_ms: int = 10000
     lab_processing_ms: int = 0
     lab_brokers_via: str = ""
 
