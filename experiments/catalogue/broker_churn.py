@@ -73,8 +73,11 @@ election after the restart; the broker comes back on the port it had. A
 RocketMQ or TubeMQ broker's queues belong to it and vanish while it is down
 (RocketMQ 4.x without slave-acting-master); the lab's move them to the new
 leader under a new name (`broker-<id>`, `<brokerId>:t:<p>`), which their
-clients find on their periods. TubeMQ's node holding a dead broker's key
-keeps it (`CONVERGE_NOT_REQUIRED`). The standard profile runs the coordinator
+clients find on their periods, with the offsets the dead broker last flushed
+(its queues' offsets come back with it in RocketMQ and TubeMQ; the lab's
+follow the leader, `lab_cluster/partition_offsets.py`). TubeMQ's node holding
+a dead broker's key drops it at its next metadata query, the key being gone
+from the master's map (`CONVERGE_NOT_REQUIRED`). The standard profile runs the coordinator
 era's static and cooperative variants with the coordinator as victim only (a
 non-coordinator broker's death reaches them through their fetchers alone, as
 it does `classic`'s); the full profile runs every victim of every design.
@@ -112,8 +115,9 @@ HOLD_S = {None: 4.0, "rocketmq": 40.0, "tubemq": 14.0, "tubemq-server": 75.0}
 RETURN_HOLD_S = 4.0
 #: where the runner does not require the group to converge: TubeMQ names a partition by its broker
 #: (`brokerId:topic:partitionId`), so a partition whose leader moved is a new key to its hash's node, while the
-#: node that held the old key keeps it (nothing removes a key whose broker vanished from the metadata): by
-#: partition number it has two holders, one of which cannot fetch. Measured, not failed
+#: node that held the old key holds it until its next metadata query drops it (the master's map lists live
+#: leaders' keys only; TubeMQ's clearUnSubscribablePartitions): until then, by partition number, it may have two
+#: holders, one of which cannot fetch. Measured, not failed
 CONVERGE_NOT_REQUIRED = ("tubemq", "tubemq-server")
 STEPS = ("broker_kill", "broker_restart")
 

@@ -196,6 +196,11 @@ class Broker:
         with self._lock:
             return self._logs.get((topic, partition))
 
+    def led_partitions(self) -> list[tuple[str, int]]:
+        """Every (topic, partition) this broker leads now."""
+        with self._lock:
+            return sorted(self._logs)
+
     def leader_address(self, topic: str, partition: int) -> tuple[int, str, int] | None:
         """(broker id, host, port) of the partition's leader as this broker knows it, or None."""
         with self._lock:

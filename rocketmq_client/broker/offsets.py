@@ -24,13 +24,18 @@ states it).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 TOPIC_GROUP_SEPARATOR = "@"
 
 
 class ConsumerOffsetManager:
-    def __init__(self):
+    """`loader(topic, queue_id)`: {group: offset} as last flushed for the queue (`lab_cluster/partition_offsets.py`),
+    read for a group this broker holds no offset for; None: memory only."""
+
+    def __init__(self, loader: Callable[[str, int], dict[str, int]] | None = None):
         self.offsets: dict[str, dict[int, int]] = {}  # "topic@group" -> {queue id: offset}
+        self.loader = loader
         self._lock = threading.Lock()
 
     @staticmethod
@@ -43,4 +48,25 @@ class ConsumerOffsetManager:
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         with self._lock:
-            return self.offsets.get(self.key(group, topic), {}).get(queue_id)
+            stored = self.offsets.get(self.key(group, topic), {}).get(queue_id)
+        if stored is None and self.loader is not None:
+            stored = self.loader(topic, queue_id).get(group)
+            if stored is not None:
+                with self._lock:
+                    stored = self.offsets.setdefault(self.key(group, topic), {}).setdefault(queue_id, stored)
+        return stored
+
+    def queue_offsets(self, topic: str, queue_id: int) -> dict[str, int]:
+        """{group: offset} of one queue, as held in memory (what a flush writes)."""
+        prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
+        with self._lock:
+            return {k[len(prefix):]: q[queue_id] for k, q in self.offsets.items()
+                    if k.startswith(prefix) and queue_id in q}
+
+    def forget(self, topic: str, queue_id: int) -> None:
+        """Drop what memory holds of one queue (its leadership moved: the file is the truth)."""
+        prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
+        with self._lock:
+            for k, q in self.offsets.items():
+                if k.startswith(prefix):
+                    q.pop(queue_id, None)

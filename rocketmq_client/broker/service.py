@@ -31,8 +31,10 @@ runs every 10 s and closes the channels it drops.
 
 Departures, stated: RocketMQ's response code travels in the answer's `code`
 (`SUCCESS`, `SYSTEM_ERROR`, `QUERY_NOT_FOUND`) while the lab frame's
-`error_code` stays Kafka's NONE; offsets live in the broker's memory (RocketMQ
-flushes them to disk every 5 s), so a broker that restarts forgets them; the
+`error_code` stays Kafka's NONE; offsets live in the broker's memory and are
+flushed every 5 s as RocketMQ's are, but to a file beside the partition's log
+(`lab_cluster/partition_offsets.py`), so that they move with the partition's
+leader as the lab's queue does (a RocketMQ queue stays on its broker); the
 broker-side first-time quirk of `QUERY_CONSUMER_OFFSET` (0 rather than
 not-found for a young queue) is not modelled; a pull is answered at once
 (RocketMQ's broker holds an empty one up to 15 s, long polling), and a pull of
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import threading
 
+from lab_cluster.partition_offsets import PartitionOffsets, flush_every
 from lab_cluster.wire import Channel, fields_checked
 
 from .consumer_manager import SCAN_INTERVAL_MS, ConsumerManager, NoConsumer
@@ -59,7 +62,8 @@ class RocketMQService:
     def __init__(self, broker, *, scan_interval_ms: int = SCAN_INTERVAL_MS):
         self.broker = broker
         self.consumers = ConsumerManager(self._on_change)
-        self.offsets = ConsumerOffsetManager()
+        self.offsets_files = PartitionOffsets(broker.logs_dir, "rocketmq")
+        self.offsets = ConsumerOffsetManager(loader=self.offsets_files.load)
         self.locks = RebalanceLockManager()
         self._stop = threading.Event()
         self._scan_interval_s = scan_interval_ms / 1000
@@ -73,11 +77,25 @@ class RocketMQService:
                 ("PULL_MESSAGE", self._pull, False)):
             server.add_api(name, (1,), fields_checked(name, handler, WHERE), with_channel=with_channel)
         server.on_channel_closed(self.consumers.do_channel_close_event)
+        broker.on_leadership(self._leadership)
         self._scanner = threading.Thread(target=self._scan, name="rocketmq-scan", daemon=True)
         self._scanner.start()
+        threading.Thread(target=flush_every, args=(self._stop, self._flush), name="rocketmq-offsets-flush",
+                         daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
+
+    # -- offsets on disk (`ConsumerOffsetManager.persist`, every flushConsumerOffsetInterval) ------------------
+    def _flush(self, only: tuple[str, int] | None = None) -> None:
+        """Write the offsets of every queue this broker leads (or of `only`) beside its log."""
+        for topic, queue_id in ([only] if only else self.broker.led_partitions()):
+            self.offsets_files.save(topic, queue_id, self.offsets.queue_offsets(topic, queue_id))
+
+    def _leadership(self, topic: str, queue_id: int, leads: bool) -> None:
+        if not leads:
+            self._flush((topic, queue_id))  # what it held goes to the next leader
+        self.offsets.forget(topic, queue_id)
 
     # -- the consumer table ----------------------------------------------------------------
     def _on_change(self, event: str, group: str, channels: list[Channel]) -> None:

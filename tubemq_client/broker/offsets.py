@@ -39,26 +39,35 @@ offset >= 0).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 # `TBaseConstants.CONSUME_MODEL_READ_*`
 READ_NORMAL, READ_FROM_MAX, READ_FROM_MAX_ALWAYS = 0, 1, 2
 
 
 class OffsetManager:
-    """Stored offsets and in-flight deltas per (group, topic, partition); thread-safe. Departure, stated:
-    in the broker's memory only (TubeMQ persists them), so a broker that restarts forgets them."""
+    """Stored offsets and in-flight deltas per (group, topic, partition); thread-safe. `loader(topic, partition)`:
+    {group: offset} as last flushed for the partition (`lab_cluster/partition_offsets.py`), read when a group
+    registers a partition this broker holds no offset for; None: memory only."""
 
-    def __init__(self):
+    def __init__(self, loader: Callable[[str, int], dict[str, int]] | None = None):
         self.stored: dict[tuple[str, str, int], int] = {}
         self.in_flight: dict[tuple[str, str, int], int] = {}
+        self.loader = loader
         self._lock = threading.Lock()
 
     def load_offset(self, group: str, topic: str, partition: int, read_status: int, req_offset: int, *,
                     min_offset: int, max_offset: int) -> int:
         key = (group, topic, partition)
+        flushed = None
+        if self.loader is not None and key not in self.stored:
+            flushed = self.loader(topic, partition).get(group)
         with self._lock:
             if key not in self.stored:
-                self.stored[key] = min_offset if read_status == READ_NORMAL else max_offset
+                if flushed is not None:
+                    self.stored[key] = min(max(flushed, min_offset), max_offset)
+                else:
+                    self.stored[key] = min_offset if read_status == READ_NORMAL else max_offset
             if req_offset >= 0 or read_status == READ_FROM_MAX_ALWAYS:
                 wanted = max_offset if read_status == READ_FROM_MAX_ALWAYS and req_offset < 0 else req_offset
                 self.stored[key] = min(max(wanted, min_offset), max_offset)
@@ -85,6 +94,18 @@ class OffsetManager:
         if count:
             with self._lock:
                 self.in_flight[(group, topic, partition)] = count
+
+    def partition_offsets(self, topic: str, partition: int) -> dict[str, int]:
+        """{group: stored offset} of one partition (what a flush writes; in-flight deltas are not offsets)."""
+        with self._lock:
+            return {g: o for (g, t, p), o in self.stored.items() if (t, p) == (topic, partition)}
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop what memory holds of one partition (its leadership moved: the file is the truth)."""
+        with self._lock:
+            for table in (self.stored, self.in_flight):
+                for key in [k for k in table if k[1:] == (topic, partition)]:
+                    del table[key]
 
     def commit(self, group: str, topic: str, partition: int, *, consumed: bool) -> int:
         """`commitOffset`: add the in-flight delta to the stored offset (consumed) or drop it; the stored offset."""

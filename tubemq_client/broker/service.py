@@ -21,13 +21,18 @@ the offset itself; a client never sends one after registering). A partition
 this broker does not lead is NOT_FOUND.
 
 Departures, stated: partition ids are the lab's partition numbers (TubeMQ's
-are `store * 10000 + i` on each broker); offsets live in the broker's memory.
+are `store * 10000 + i` on each broker); offsets live in the broker's memory
+and are flushed every 5 s as TubeMQ's are (`offsetStgCacheFlushMs`), but to a
+file beside the partition's log (`lab_cluster/partition_offsets.py`), so that
+they move with the partition's leader as the lab's partition key does (a
+TubeMQ partition stays on its broker).
 """
 
 from __future__ import annotations
 
 import threading
 
+from lab_cluster.partition_offsets import PartitionOffsets, flush_every
 from lab_cluster.wire import fields_checked
 
 from ..codes import NAMES, NOT_FOUND, SUCCESS
@@ -41,16 +46,30 @@ WHERE = "tubemq_client/broker/service.py and master/service.py"  # where each re
 class TubeBrokerService:
     def __init__(self, broker):
         self.broker = broker
-        self.offsets = OffsetManager()
+        self.offsets_files = PartitionOffsets(broker.logs_dir, "tubemq")
+        self.offsets = OffsetManager(loader=self.offsets_files.load)
         self.registrations = Registrations(on_release=self._released)
         self._stop = threading.Event()
         for name, handler in (("consumerRegisterC2B", self._register), ("consumerHeartbeatC2B", self._heartbeat),
                               ("getMessagesC2B", self._get_messages), ("consumerCommitC2B", self._commit)):
             broker.server.add_api(name, (1,), fields_checked(name, handler, WHERE))
+        broker.on_leadership(self._leadership)
         threading.Thread(target=self._expire_loop, name="tubemq-broker-timeouts", daemon=True).start()
+        threading.Thread(target=flush_every, args=(self._stop, self._flush), name="tubemq-offsets-flush",
+                         daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _flush(self, only: tuple[str, int] | None = None) -> None:
+        """Write the stored offsets of every partition this broker leads (or of `only`) beside its log."""
+        for topic, partition in ([only] if only else self.broker.led_partitions()):
+            self.offsets_files.save(topic, partition, self.offsets.partition_offsets(topic, partition))
+
+    def _leadership(self, topic: str, partition: int, leads: bool) -> None:
+        if not leads:
+            self._flush((topic, partition))  # what it held goes to the next leader
+        self.offsets.forget(topic, partition)
 
     def _expire_loop(self) -> None:
         while not self._stop.wait(SCAN_INTERVAL_S):

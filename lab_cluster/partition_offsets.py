@@ -1,0 +1,77 @@
+"""Consumer offsets kept with their partition, for the designs whose brokers store them (RocketMQ, TubeMQ).
+
+RocketMQ's and TubeMQ's brokers hold consumer offsets in memory and flush
+them to disk every 5 s (RocketMQ's `flushConsumerOffsetInterval`, TubeMQ's
+`offsetStgCacheFlushMs`). A RocketMQ queue or a TubeMQ partition belongs to
+one broker: when that broker dies, its queues wait for it, and come back with
+it and with the offsets it had flushed.
+
+A lab partition instead outlives its broker: its log is a shared file and its
+leadership moves (`partition_log.py`), and the RocketMQ and TubeMQ designs
+name a queue after its current leader. So the offsets are kept the same way
+as the log, beside it: `<logs_dir>/<topic>-<partition>.<system>-offsets.json`,
+{group: offset}. The broker that leads the partition writes it every 5 s
+(`flush_every`), and once more when it stops leading it; a broker that starts
+leading it forgets what it held of that partition and, for a group it has no
+offset for, reads the file (`load`). A broker that dies loses what it had not
+flushed, as a real one's crash does, and nothing more: the new leader goes on
+from the offsets of at most 5 s before. This is the lab's departure: the real
+systems' offsets come back when the broker does, the lab's move with the
+leader.
+
+    >>> import tempfile
+    >>> store = PartitionOffsets(tempfile.mkdtemp(), "rocketmq")
+    >>> store.load("t", 0)
+    {}
+    >>> store.save("t", 0, {"g": 17}); store.save("t", 0, {"h": 3}); store.load("t", 0)
+    {'g': 17, 'h': 3}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+#: RocketMQ's `flushConsumerOffsetInterval` and TubeMQ's `offsetStgCacheFlushMs`, both 5 000 ms by default
+FLUSH_INTERVAL_MS = 5_000
+
+
+class PartitionOffsets:
+    """The offsets files of one system's consumer groups, in a trial's logs directory."""
+
+    def __init__(self, logs_dir: str | Path, system: str):
+        self.logs_dir = Path(logs_dir)
+        self.system = system
+        self._lock = threading.Lock()
+
+    def path(self, topic: str, partition: int) -> Path:
+        return self.logs_dir / f"{topic}-{partition}.{self.system}-offsets.json"
+
+    def load(self, topic: str, partition: int) -> dict[str, int]:
+        """{group: offset} as last flushed for the partition ({} if never)."""
+        try:
+            return {str(g): int(o) for g, o in json.loads(self.path(topic, partition).read_text()).items()}
+        except (OSError, ValueError):
+            return {}
+
+    def save(self, topic: str, partition: int, offsets: dict[str, int]) -> None:
+        """Write `offsets` over the file's (groups not given keep theirs); atomically, so a reader or a crash
+        never sees half a file."""
+        if not offsets:
+            return
+        path = self.path(topic, partition)
+        with self._lock:
+            merged = {**self.load(topic, partition), **offsets}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temp = path.with_suffix(f".{os.getpid()}.tmp")
+            temp.write_text(json.dumps(merged, sort_keys=True))
+            temp.replace(path)
+
+
+def flush_every(stop: threading.Event, flush: Callable[[], None], interval_ms: int = FLUSH_INTERVAL_MS) -> None:
+    """Call `flush()` every `interval_ms` until `stop` is set (a broker plug-in's daemon thread)."""
+    while not stop.wait(interval_ms / 1000):
+        flush()
