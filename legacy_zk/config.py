@@ -20,6 +20,8 @@ Kafka 0.8's `ConsumerConfig` keys the lab implements, and the lab's own:
 | `streams` | 1 | lab: consumer threads (streams) per consumer, each a `<consumerId>-<n>` thread id |
 | `fetch.max.records` | 500 | lab: records per Fetch request |
 | `fetch.wait.max.ms` | 100 | Kafka 0.8's name: how long a Fetch waits for new data |
+| `refresh.leader.backoff.ms` | 200 | between two tries of the leader finder after a fetch error |
+| `queued.max.message.chunks` | 2 | chunks a stream's queue holds before its fetchers wait (`streams.py`) |
 | `lab.processing.ms` | 0 | lab: time the application spends on each record (a zombie wakes up behind) |
 
 Two defaults are derived, as 0.8.2.2 derives them (ConsumerConfig L138, ZkUtils
@@ -75,6 +77,8 @@ class ConsumerConfig:
     fetch_max_records: int = 500
     lab_processing_ms: int = 0
     fetch_wait_max_ms: int = 100
+    refresh_leader_backoff_ms: int = 200
+    queued_max_message_chunks: int = 2
 
     @staticmethod
     def key_of(field_name: str) -> str:
@@ -109,6 +113,8 @@ class ConsumerConfig:
             (self.fetch_max_records >= 1, "fetch.max.records must be >= 1"),
             (self.lab_processing_ms >= 0, "lab.processing.ms must be >= 0"),
             (self.fetch_wait_max_ms >= 0, "fetch.wait.max.ms must be >= 0"),
+            (self.refresh_leader_backoff_ms >= 0, "refresh.leader.backoff.ms must be >= 0"),
+            (self.queued_max_message_chunks >= 1, "queued.max.message.chunks must be >= 1"),
         ]
         check_all(checks)
 

@@ -19,7 +19,9 @@ Its threads, as 0.8's: the **watcher executor** (`_rebalance_loop`) runs a
 makes one more rebalance, not one each); zkclient's **event thread**
 (`watches.EventThread`) re-arms watches, calls the listeners and runs
 `handleNewSession`; the **auto-commit** scheduler commits at a fixed rate;
-one **fetcher** per owned partition.
+one **fetcher** per owned partition, which queues what it fetches to its
+partition's stream; one **stream iterator** per stream (`streams.py`), the
+application's thread, which processes the chunks in turn.
 
 One rebalance attempt (`_rebalance`, ZookeeperConsumerConnector L636-704), in
 0.8.2.2's order; `view.py` lists the reads and their number:
@@ -36,12 +38,15 @@ One rebalance attempt (`_rebalance`, ZookeeperConsumerConnector L636-704), in
    attempt fails; after a failed attempt the fetchers are stopped and the
    registry committed again (`closeFetchersForQueues`), then the back-off;
 7. the share becomes the registry; the brokers are read for the leader finder,
-   and a fetcher starts per partition (`assigned`).
+   and a fetcher starts per partition (`assigned`), queueing to the stream of
+   the partition's thread id.
 
 The registry (0.8's `topicRegistry`: what the consumer believes it owns, with
-each partition's consumed position) and the fetchers (the fetcher manager's)
-are apart, as in 0.8, because a new session empties the first and not the
-second.
+each partition's `PartitionTopicInfo`: its consumed and fetched offsets) and
+the fetchers (the fetcher manager's) are apart, as in 0.8, because a new
+session empties the first and not the second. Stopping the fetchers
+(`closeFetchersForQueues`) also clears every stream's queue, so a new owner
+fetches again what was fetched and not processed.
 
 Session handling, stated:
 
@@ -61,9 +66,12 @@ Session handling, stated:
   session: 0.8's zombie commit. After a SIGSTOP, the fixed-rate scheduler runs
   its overdue tick at once, with the positions of the moment.
 
-Departures, stated: one thread id per stream as 0.8, but a fetcher per
-partition rather than per broker; leaders come from the brokers' `Metadata`
-answer (after reading the brokers from ZooKeeper, as 0.8's leader finder did);
+Departures, stated: one thread id and one iterator per stream as 0.8, but a
+fetcher per partition rather than per broker (a full stream queue holds up
+only that partition's fetcher, where 0.8's fetcher thread for a broker waits
+with all its partitions); leaders come from the brokers' `Metadata` answer
+(after reading the brokers from ZooKeeper, as 0.8's leader finder did, at
+the start and after every fetch error, `fetching.py`);
 a partition with no committed offset starts from `auto.offset.reset` when its
 fetcher starts (0.8: when its first fetch was refused as out of range);
 `stop()` gives up waiting for ZooKeeper after the session timeout plus the
@@ -102,6 +110,7 @@ from .offsets import commit_offset, fetch_offset
 from .ownership import claim_all, release_all
 from .partition_assignor import ASSIGNORS, AssignmentFailed
 from .registration import register, thread_ids
+from .streams import PartitionTopicInfo, Stream
 from .view import read_brokers, read_own_subscription, read_view
 from .watches import EventThread, GroupWatches
 from .zkclient import Stopping, TracedZk
@@ -131,8 +140,11 @@ class LegacyConsumer:
         self.rebalances = 0
         self._lock = threading.RLock()             # the registry and the fetchers
         self._rebalance_lock = threading.RLock()   # 0.8's rebalanceLock: one rebalance at a time
-        self._registry: dict[Key, PartitionFetcher] = {}  # topicRegistry: partition -> its consumed position
-        self._fetchers: dict[Key, PartitionFetcher] = {}  # the fetcher manager's partitions
+        self._registry: dict[Key, PartitionTopicInfo] = {}  # topicRegistry: partition -> its offsets
+        self._fetchers: dict[Key, PartitionFetcher] = {}    # the fetcher manager's partitions
+        # createMessageStreams: one stream (queue and iterator) per thread id
+        self._streams = {tid: Stream(tid, trace, processing_ms=config.lab_processing_ms,
+                                     max_chunks=config.queued_max_message_chunks) for tid in self.thread_ids}
         self._checkpointed: dict[Key, int] = {}     # checkpointedZkOffsets: the last offset written per partition
         self._triggered = threading.Event()         # isWatcherTriggered
         self._shutting_down = threading.Event()     # isShuttingDown
@@ -161,6 +173,8 @@ class LegacyConsumer:
             self.watches.subscribe_data(L.topic_path(topic))
         if self.config.watch_broker_ids == "always":
             self.watches.subscribe_children(L.BROKER_IDS)
+        for stream in self._streams.values():
+            stream.start()
         self._triggered.set()  # the first syncedRebalance (0.8 runs it in createMessageStreams)
         for target, name in ((self._rebalance_loop, "watcher"), (self._auto_commit_loop, "autocommit")):
             t = threading.Thread(target=target, name=f"{name}-{self.consumer_id[-8:]}", daemon=True)
@@ -185,6 +199,8 @@ class LegacyConsumer:
                 t.join(grace_s + 5)
             with self._rebalance_lock:
                 self._stop_fetchers()
+                for stream in self._streams.values():
+                    stream.stop()  # the application's threads end after the message in hand
                 if self.config.auto_commit_enable:
                     self._commit_offsets("stop")
         except (Stopping, KazooException) as exc:
@@ -214,7 +230,7 @@ class LegacyConsumer:
     def assignment(self) -> dict[Key, str]:
         """What this consumer believes it owns (its registry): {(topic, partition): thread id}."""
         with self._lock:
-            return {key: fetcher.thread_id for key, fetcher in self._registry.items()}
+            return {key: info.thread_id for key, info in self._registry.items()}
 
     def fetching(self) -> set[Key]:
         with self._lock:
@@ -334,11 +350,14 @@ class LegacyConsumer:
                 if position is None:
                     position = self._reset_position(key, brokers)
                 self._checkpointed[key] = position
-                fetcher = PartitionFetcher(key[0], key[1], position, thread_id, self.trace, brokers,
+                info = PartitionTopicInfo(key[0], key[1], thread_id, consumed=position)
+                fetcher = PartitionFetcher(info, self._streams[thread_id], brokers,
+                                           read_brokers=lambda: read_brokers(self.zk, self.watches),
+                                           refresh_leader_backoff_ms=self.config.refresh_leader_backoff_ms,
                                            max_records=self.config.fetch_max_records,
-                                           max_wait_ms=self.config.fetch_wait_max_ms,
-                                           processing_ms=self.config.lab_processing_ms)
-                self._registry[key] = self._fetchers[key] = fetcher.start()
+                                           max_wait_ms=self.config.fetch_wait_max_ms)
+                self._registry[key] = info
+                self._fetchers[key] = fetcher.start()
 
     def _reset_position(self, key: Key, brokers: dict[int, tuple[str, int]]) -> int:
         """`auto.offset.reset`: smallest is the log's start (0); largest, where the leader's log ends now."""
@@ -360,6 +379,8 @@ class LegacyConsumer:
             stopping, self._fetchers = sorted(self._fetchers.items()), {}
         for _, fetcher in stopping:
             fetcher.stop()
+        for stream in self._streams.values():
+            stream.clear()  # clearFetcherQueues: what was fetched and not handed out goes
         if stopping:
             self.trace.record("fetchers_stopped", member=self.consumer_id,
                               partitions=[[t, p] for (t, p), _ in stopping])
@@ -375,7 +396,7 @@ class LegacyConsumer:
         """0.8's `commitOffsets`: a snapshot of the registry's positions, then one write per position that moved
         since the last one written (each waits for a connection, as all 0.8's writes do)."""
         with self._lock:
-            snapshot = {key: (fetcher.position, fetcher.thread_id) for key, fetcher in self._registry.items()}
+            snapshot = {key: (info.consumed, info.thread_id) for key, info in self._registry.items()}
         for key, (position, thread_id) in sorted(snapshot.items()):
             if self._checkpointed.get(key) != position:
                 commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id,

@@ -1,10 +1,16 @@
 """Fetching one partition: Kafka 0.8's `ConsumerFetcherThread`, one thread per owned partition.
 
-The fetcher asks the partition's leader for records from its position,
-records a `processed` event for every record, and advances. It finds the
-leader with a `Metadata` request to any broker it knows (as 0.8's fetcher
-manager did with TopicMetadataRequest), and finds it again after
-NOT_LEADER_OR_FOLLOWER or a broken connection.
+The fetcher asks the partition's leader for records from the partition's
+fetched offset and queues them, one chunk per fetch, to the stream that
+owns the partition (`streams.py`: the stream's iterator processes them),
+waiting while that stream's queue is full. It finds the leader with a
+`Metadata` request to the brokers it was started with. After an error
+(NOT_LEADER_OR_FOLLOWER, a broken connection) it finds it again as 0.8's
+`LeaderFinderThread` does: the brokers read again from ZooKeeper (each try's
+reads are counted as the consumer's; they wait for a connection as every 0.8
+read does, so a consumer cut off from ZooKeeper cannot follow a leader), then
+`Metadata`; the first try at once, the next `refresh.leader.backoff.ms`
+(200 ms) after the one before.
 
 It never looks at ZooKeeper: whatever the consumer's session is doing
 (SUSPENDED, even expired), an owned partition keeps being fetched until the
@@ -14,70 +20,79 @@ rebalance thread stops this fetcher.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 from lab_cluster.broker.client import find_leader
-from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient, WireError
+
+from .streams import PartitionTopicInfo, Stream
 
 
 class PartitionFetcher:
-    def __init__(self, topic: str, partition: int, position: int, thread_id: str, trace: TraceRecorder,
-                 brokers: dict[int, tuple[str, int]], *, max_records: int = 500, max_wait_ms: int = 100,
-                 processing_ms: int = 0):
-        self.topic, self.partition = topic, partition
-        self.position = position
-        self.thread_id = thread_id
-        self.trace = trace
+    def __init__(self, info: PartitionTopicInfo, stream: Stream, brokers: dict[int, tuple[str, int]], *,
+                 read_brokers: Callable[[], dict[int, tuple[str, int]]] | None = None,
+                 refresh_leader_backoff_ms: int = 200, max_records: int = 500, max_wait_ms: int = 100):
+        self.info, self.stream = info, stream
+        self.topic, self.partition = info.topic, info.partition
+        self.thread_id = info.thread_id
         self.brokers = dict(brokers)
+        self.read_brokers = read_brokers
+        self.refresh_leader_backoff_s = refresh_leader_backoff_ms / 1000
         self.max_records, self.max_wait_ms = max_records, max_wait_ms
-        self.processing_s = processing_ms / 1000
+        self._lost_leader = False  # the next lookup is the leader finder's, with the brokers read again
+        self._next_lookup = 0.0   # monotonic time before which the leader finder does not try again
         self._stop = threading.Event()
         self._client: WireClient | None = None
-        self._thread = threading.Thread(target=self._run, name=f"fetch-{topic}-{partition}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"fetch-{info.topic}-{info.partition}",
+                                        daemon=True)
 
     def start(self) -> PartitionFetcher:
         self._thread.start()
         return self
 
-    def stop(self) -> int:
-        """Stop after the current request; returns the position (next offset to consume)."""
+    def stop(self) -> None:
+        """Stop after the current request (or the wait for room in the stream's queue)."""
         self._stop.set()
         self._thread.join(30)
         if self._client is not None:
             self._client.close()
-        return self.position
 
     def _leader_client(self) -> WireClient | None:
+        if self._lost_leader:
+            # `LeaderFinderThread.doWork`: the brokers from ZooKeeper, Metadata, then it sleeps the back-off
+            if self._stop.wait(max(0.0, self._next_lookup - time.monotonic())):
+                return None
+            self._next_lookup = time.monotonic() + self.refresh_leader_backoff_s
+            if self.read_brokers is not None:
+                try:
+                    self.brokers = self.read_brokers()
+                except Exception:  # noqa: BLE001 - 0.8: "Failed to find leader", and the next round
+                    return None
         leader = find_leader(self.brokers, self.topic, self.partition)
-        return WireClient(*leader, client_id=self.thread_id, timeout_s=10) if leader else None
+        if leader is None:
+            self._lost_leader = True
+            return None
+        self._lost_leader = False
+        return WireClient(*leader, client_id=self.thread_id, timeout_s=10)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             if self._client is None:
                 self._client = self._leader_client()
                 if self._client is None:
-                    self._stop.wait(0.1)
-                    continue
+                    continue  # the leader finder's next round (it waits the back-off itself)
             try:
                 records = self._client.call("Fetch", topic=self.topic, partition=self.partition,
-                                            offset=self.position, max_records=self.max_records,
+                                            offset=self.info.fetched, max_records=self.max_records,
                                             max_wait_ms=self.max_wait_ms)["records"]
             except WireError as exc:
                 if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
                     raise  # a lab bug: positions come from committed offsets and the log's own ends
                 self._client.close()
-                self._client = None
-                self._stop.wait(0.05)
+                self._client, self._lost_leader = None, True
                 continue
             except ConnectionError:
-                self._client = None
-                self._stop.wait(0.05)
+                self._client, self._lost_leader = None, True
                 continue
-            for record in records:
-                if self.processing_s and self._stop.wait(self.processing_s):  # the application's work
-                    break
-                if self._stop.is_set():
-                    break  # stopped mid-batch: what is not processed stays for the next owner
-                self.trace.record("processed", topic=self.topic, partition=self.partition,
-                                  offset=record["offset"], member=self.thread_id)
-                self.position = record["offset"] + 1
+            self.stream.enqueue(self.info, records, self._stop)

@@ -530,3 +530,30 @@ def test_without_auto_commit_nothing_is_committed_on_rebalance_or_stop(group):
     c1.stop()
     assert not group.events(0, "commit")
     assert not group.cluster.zk.exists(znodes.offset_path(GROUP, "t", 0))
+
+
+def test_after_a_fetch_error_the_leader_finder_reads_the_brokers_from_zookeeper_again(cluster):
+    """0.8's `LeaderFinderThread`: each try reads the brokers from ZooKeeper (`getAllBrokersInCluster`) before
+    its Metadata request. A fetcher started with a broker list that is gone finds the leader through them."""
+    from lab_cluster.ports import free_port
+    from legacy_zk.fetching import PartitionFetcher
+    from legacy_zk.streams import PartitionTopicInfo, Stream
+
+    _start_producer(cluster, rate=40)
+    _wait_produced(cluster, 3)
+    reads = []
+
+    def read_brokers():
+        reads.append(1)
+        return {b: ("127.0.0.1", broker.port) for b, broker in cluster.brokers.items()}
+
+    with TraceRecorder(cluster.dir, trial="t", design="zookeeper", actor="c1") as trace:
+        info = PartitionTopicInfo("t", 0, "c1-0", consumed=0)
+        stream = Stream("c1-0", trace).start()
+        fetcher = PartitionFetcher(info, stream, {9: ("127.0.0.1", free_port())}, read_brokers=read_brokers).start()
+        try:
+            wait_for(lambda: info.consumed >= 3, "partition 0 to be fetched through the brokers read again")
+        finally:
+            fetcher.stop()
+            stream.stop()
+    assert reads
