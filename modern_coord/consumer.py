@@ -650,7 +650,7 @@ class ModernConsumer(CoordinatorLink):
             self._positions = {tp: o for tp, o in self._positions.items() if tp in partitions}
             self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
-        self.heartbeat.reset_timeouts(monotonic_ms())
+        # (no heartbeat timer reset here: Java resets them when JoinGroup succeeds, not SyncGroup)
         self.auto_commit.reset(monotonic_ms())  # Java's onJoinComplete: the auto-commit interval starts again
         self._needs_join_prepare = True
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,

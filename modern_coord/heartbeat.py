@@ -72,8 +72,10 @@ class Heartbeat:
         self.last_received_ms = now_ms
 
     def reset_timeouts(self, now_ms: int) -> None:
-        """After (re)joining: the session and the interval start afresh."""
+        """A JoinGroup succeeded (Java's `HeartbeatThread.enable`): the session, the poll timer and the interval
+        start afresh (Java's `resetTimeouts`)."""
         self.last_received_ms = now_ms
+        self.last_poll_ms = now_ms
         self.sent_heartbeat(now_ms)
 
     def poll(self, now_ms: int) -> None:

@@ -68,7 +68,12 @@ after each reconciliation), `revoked` (`lost` true when lost), `processed`,
 Departures from Kafka, stated (besides `membership.py`'s): the lab's poll loop
 runs the listener callbacks and the reconciliation's commit itself, between
 fetch rounds (Kafka's background thread drives them and the application
-thread runs the callbacks at its next poll: the same order); no commit is sent
+thread runs the callbacks at its next poll: the same order). With no
+rebalance listener registered, as in every experiment, Kafka's background
+thread reconciles on its own, without waiting for the application's next
+poll; the lab's waits for the fetch round in hand to end (it stops between
+partitions), so with `lab.processing.ms` > 0 an acknowledgement may wait up
+to one partition's batch (`max.poll.records` x the processing time); no commit is sent
 while the member has no epoch (Kafka sends one without a member id and
 epoch, which the coordinator refuses for a group with members); a fatal error
 stops the consumer (Kafka raises it from `poll()` and leaves closing to the
@@ -159,6 +164,9 @@ class Kip848Consumer(CoordinatorLink):
         self._lock = threading.RLock()
         self._lookup_lock = threading.Lock()
         self._stop = threading.Event()
+        # wakes the heartbeat thread: a state change (an acknowledgement or a leave to send), or stopping. Kafka's
+        # application thread wakes its network thread so (its `wakeup`); without it an ack waited for the tick
+        self._wake_heartbeat = threading.Event()
         self._assignment: list[TopicPartition] = []  # what the member owns (Kafka's subscription state)
         self._positions: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}
@@ -218,6 +226,7 @@ class Kip848Consumer(CoordinatorLink):
     def stop(self, timeout_s: float = 30.0) -> None:
         """Close as Kafka's `close()`: the poll loop commits, revokes and sends the leave heartbeat (`_leave`)."""
         self._stop.set()
+        self._wake_heartbeat.set()
         self._poll_thread.join(timeout_s)
         self._hb_thread.join(timeout_s)
 
@@ -233,6 +242,7 @@ class Kip848Consumer(CoordinatorLink):
             self.trace.record("rebalance_end", member=m.member_id, generation=m.member_epoch, outcome=outcome,
                               rebalance=self.rebalances)
         self.trace.record("consumer_state", member=m.member_id, generation=m.member_epoch, state=new.value)
+        self._wake_heartbeat.set()  # an ACKNOWLEDGING or LEAVING member's heartbeat goes at once
         self._changed()
 
     def epoch_updated(self, epoch: int, member_id: str) -> None:
@@ -247,7 +257,8 @@ class Kip848Consumer(CoordinatorLink):
     def _heartbeat_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                self._stop.wait(self._heartbeat_step(monotonic_ms()))
+                self._wake_heartbeat.clear()  # a wake-up while this step runs makes the wait below return at once
+                self._wake_heartbeat.wait(self._heartbeat_step(monotonic_ms()))
         except ConsumerFailed as exc:
             with self._lock:
                 self._fatal = str(exc)
@@ -402,6 +413,7 @@ class Kip848Consumer(CoordinatorLink):
         group commits (auto-commit), revokes (`leaveGroup`: onPartitionsRevoked, or lost if it has no epoch) and
         sends the leave heartbeat at once (epoch -1, a static member -2); the connections close."""
         self._stop.set()
+        self._wake_heartbeat.set()
         try:
             if threading.current_thread() is not self._hb_thread:
                 self._hb_thread.join(self.config.request_timeout_ms / 1000 + 1)

@@ -40,6 +40,14 @@ def test_reset_after_a_join_restarts_the_session_and_the_interval():
     assert not hb.session_timeout_expired(59_999) and not hb.should_heartbeat(52_999) and hb.should_heartbeat(53_000)
 
 
+def test_reset_after_a_join_restarts_the_poll_timer_too():
+    """Java's `resetTimeouts` resets the poll timer: a join that took most of max.poll.interval.ms does not make
+    the member leave right after it."""
+    hb = beat()
+    hb.reset_timeouts(hb.max_poll_interval_ms - 1)
+    assert not hb.poll_timeout_expired(hb.max_poll_interval_ms + 1_000)
+
+
 def test_poll_timeout_counts_from_the_last_poll():
     hb = beat()
     hb.poll(30_000)

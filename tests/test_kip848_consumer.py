@@ -8,6 +8,7 @@ import json
 import threading
 
 import pytest
+from conftest import wait_for
 
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode
@@ -144,3 +145,26 @@ def test_a_fenced_member_that_closes_loses_its_partitions_and_sends_no_leave(con
     assert c.calls.log == [("revoked", [T0, T1])]  # no OffsetCommit, no ConsumerGroupHeartbeat
     assert json.loads(c.events("revoked")[-1]["fields"])["lost"] is True
     assert not c.events("generation_reset") or all(e["error"] != "NONE" for e in c.events("generation_reset"))
+
+
+def test_a_state_change_wakes_the_heartbeat_thread_at_once(consumer):
+    """An acknowledgement (or a leave) is sent at once, not at the heartbeat thread's next tick: Kafka's
+    application thread wakes its network thread when a reconciliation completes."""
+    steps = []
+
+    def step(now):
+        steps.append(now)
+        return 30.0  # seconds: far past the test's wait, so only a wake-up brings the next step
+
+    consumer._heartbeat_step = step
+    thread = threading.Thread(target=consumer._heartbeat_loop, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: steps, "the heartbeat thread's first step")
+        with consumer._lock:
+            consumer.transitioned(MemberState.RECONCILING, MemberState.ACKNOWLEDGING)
+        wait_for(lambda: len(steps) >= 2, "the next step, long before its 30 s wait ends", timeout_s=10)
+    finally:
+        consumer._stop.set()
+        consumer._wake_heartbeat.set()
+        thread.join(5)
