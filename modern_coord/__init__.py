@@ -5,7 +5,12 @@ computes the assignment: `docs/design.md`, the coordinator era.
 
 - `coordinator/`: the group coordinator (`group.py` states, `coordinator.py`
   the state machine, `scheduler.py` its timers, `service.py` the broker plug-in);
-- `consumer.py`, `member.py`, `heartbeat.py`, `fetcher.py`, `config.py`: the client;
+- the classic client, along Java's seams: `consumer.py` (ConsumerCoordinator and the
+  poll loop: partitions, positions, commits; `auto_commit.py`), `group_member.py`
+  (AbstractCoordinator: join, sync, heartbeat thread, leave; `heartbeat.py` its
+  timers, `member.py` its states), `error_policy.py` (what each error answer makes
+  it do), `coordinator_link.py` (finding and reaching the coordinator, shared with
+  KIP-848's client), `fetcher.py`, `config.py`;
 - `kip848_consumer.py`, `membership.py`: the client of KIP-848's consumer protocol
   (`group.protocol=consumer`), which the family builds instead when a member's config says so;
 - its assignors (range, round-robin, sticky) are shared: `lab_cluster/assignment/`.

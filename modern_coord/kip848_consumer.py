@@ -114,7 +114,7 @@ from lab_cluster.wire import ErrorCode, WireClient
 
 from .auto_commit import AsyncAutoCommit, AutoCommitTimer
 from .config import ConsumerConfig
-from .consumer import ConsumerFailed, CoordinatorLink
+from .coordinator_link import ConsumerFailed, CoordinatorLink
 from .fetcher import Fetcher
 from .member import RebalanceListener, TopicPartition
 from .membership import Action, Membership, MemberState, Reconciliation, from_topic_partitions

@@ -21,7 +21,7 @@ from test_modern import coordinator_of
 
 from experiments.engine.families import FAMILIES
 from lab_cluster.faultproxy import FaultProxy, Mode
-from modern_coord.consumer import SESSION_EXPIRED
+from modern_coord.coordinator_link import SESSION_EXPIRED
 
 GROUP = "g"
 REQUEST_TIMEOUT_MS = 8000

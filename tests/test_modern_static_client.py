@@ -14,14 +14,9 @@ from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode as E
 from modern_coord import FAMILY
 from modern_coord.config import ConsumerConfig, group_instance_id_problem
-from modern_coord.consumer import (
-    Action,
-    ConsumerFailed,
-    ModernConsumer,
-    commit_retriable,
-    error_action,
-    rejoins_at_once,
-)
+from modern_coord.consumer import ModernConsumer
+from modern_coord.coordinator_link import ConsumerFailed
+from modern_coord.error_policy import ErrorAction, commit_retriable, error_action, rejoins_at_once
 from modern_coord.member import NO_GENERATION, Generation, MemberState, RebalanceListener
 
 BASE = {"group.id": "g", "bootstrap.servers": "127.0.0.1:9"}
@@ -73,15 +68,15 @@ def test_an_invalid_group_instance_id_is_listed_with_the_other_problems():
 
 def test_fenced_instance_id_is_fatal_on_every_request_that_names_the_instance():
     for api in ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit"):
-        assert error_action(api, E.FENCED_INSTANCE_ID) is Action.FATAL, api
-    assert error_action("FindCoordinator", E.FENCED_INSTANCE_ID) is Action.RETRY  # never answered so
-    assert error_action("OffsetFetch", E.FENCED_INSTANCE_ID) is Action.RETRY  # carries no instance id
-    assert error_action("LeaveGroup", E.FENCED_INSTANCE_ID) is Action.PROCEED  # the member has left anyway
+        assert error_action(api, E.FENCED_INSTANCE_ID) is ErrorAction.FATAL, api
+    assert error_action("FindCoordinator", E.FENCED_INSTANCE_ID) is ErrorAction.RETRY  # never answered so
+    assert error_action("OffsetFetch", E.FENCED_INSTANCE_ID) is ErrorAction.RETRY  # carries no instance id
+    assert error_action("LeaveGroup", E.FENCED_INSTANCE_ID) is ErrorAction.PROCEED  # the member has left anyway
     assert not rejoins_at_once("fenced_instance_id") and not commit_retriable(E.FENCED_INSTANCE_ID)
 
 
 def test_the_error_table_in_the_docstring_has_the_fenced_instance_row():
-    import modern_coord.consumer as module
+    import modern_coord.error_policy as module
 
     row = next(line.split() for line in module.__doc__.splitlines() if line.strip().startswith("FENCED_INSTANCE_ID"))
     assert row == ["FENCED_INSTANCE_ID", "retry", "fatal", "fatal", "***", "fatal", "***", "retry"]
