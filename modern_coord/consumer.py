@@ -79,7 +79,7 @@ from .coordinator_link import ConsumerFailed
 from .error_policy import ErrorAction, commit_retriable, error_action
 from .fetcher import Fetcher
 from .group_member import GroupMember
-from .member import NO_GENERATION, Generation, MemberState, RebalanceListener, TopicPartition
+from .member import NO_GENERATION, ClassicMemberState, Generation, RebalanceListener, TopicPartition
 
 
 def leader_subscriptions(members: list[dict]) -> dict[str, Subscription]:
@@ -151,7 +151,7 @@ class ModernConsumer(GroupMember):
             while not self._stop.is_set():
                 self._poll_heartbeat(monotonic_ms())
                 if not self._ensure_coordinator():
-                    if self.state is MemberState.STABLE:
+                    if self.state is ClassicMemberState.STABLE:
                         self._fetch_round()  # Kafka keeps fetching while it looks for the coordinator
                     continue
                 with self._lock:
@@ -391,7 +391,7 @@ class ModernConsumer(GroupMember):
         """
         try:
             with self._lock:
-                stable = self.state is MemberState.STABLE and self.generation.is_valid()
+                stable = self.state is ClassicMemberState.STABLE and self.generation.is_valid()
             if self.error is None and self._assignment and stable:
                 try:
                     self._commit_positions("stop")
@@ -408,7 +408,7 @@ class ModernConsumer(GroupMember):
         finally:
             with self._lock:
                 self.generation = NO_GENERATION
-            self._set_state(MemberState.UNJOINED)
+            self._set_state(ClassicMemberState.UNJOINED)
             # Java's close waits for the async commits in flight (within its timeout) before it closes
             self.auto_commit.wait(self.config.request_timeout_ms / 1000)
             self._coordinator_unknown("stopped")

@@ -112,7 +112,7 @@ from .config import ConsumerConfig
 from .coordinator_link import SESSION_EXPIRED, ConsumerFailed, CoordinatorLink
 from .error_policy import FENCED, ErrorAction, error_action, rejoins_at_once
 from .heartbeat import Heartbeat
-from .member import NO_GENERATION, Generation, MemberState, TopicPartition
+from .member import NO_GENERATION, ClassicMemberState, Generation, TopicPartition
 
 
 class GroupMember(CoordinatorLink):
@@ -122,7 +122,7 @@ class GroupMember(CoordinatorLink):
         self.trace = trace
         self.name = name
         self.on_change = on_change
-        self.state = MemberState.UNJOINED
+        self.state = ClassicMemberState.UNJOINED
         self.generation = NO_GENERATION
         self.member_id = ""           # kept across ILLEGAL_GENERATION, dropped on UNKNOWN_MEMBER_ID
         self.rebalances = 0
@@ -173,7 +173,7 @@ class GroupMember(CoordinatorLink):
         return self.name
 
     # -- state -----------------------------------------------------------------------------
-    def _set_state(self, state: MemberState) -> None:
+    def _set_state(self, state: ClassicMemberState) -> None:
         with self._lock:
             changed = state is not self.state
             self.state = state
@@ -206,7 +206,7 @@ class GroupMember(CoordinatorLink):
             self.generation = NO_GENERATION
             self._needs_join_prepare = True  # Java's resetStateAndRejoin
         self.trace.record("generation_reset", error=code.name, member=self.member_id)
-        self._set_state(MemberState.UNJOINED)
+        self._set_state(ClassicMemberState.UNJOINED)
 
     # -- the rebalance, on the poll loop ----------------------------------------------------
     def _poll_heartbeat(self, now: int) -> None:
@@ -231,7 +231,7 @@ class GroupMember(CoordinatorLink):
         self.trace.record("rebalance_end", member=self.member_id, generation=self.generation.generation_id,
                           outcome=outcome, rebalance=self.rebalances)
         if outcome != "ok":
-            self._set_state(MemberState.UNJOINED)
+            self._set_state(ClassicMemberState.UNJOINED)
             self.request_rejoin(outcome)
             if not rejoins_at_once(outcome):
                 self._stop.wait(self.config.retry_backoff_ms / 1000)
@@ -240,7 +240,7 @@ class GroupMember(CoordinatorLink):
         """One JoinGroup + SyncGroup round trip; returns `ok`, or why not: an error's name in lower case, or
         `coordinator_unavailable` (no answer). The leader computes the assignment between the two (kafka-python's
         `_on_join_leader`); a follower sends an empty one (`_on_join_follower`)."""
-        self._set_state(MemberState.PREPARING_REBALANCE)
+        self._set_state(ClassicMemberState.PREPARING_REBALANCE)
         rebalance_ms = self.config.max_poll_interval_ms
         response = self._call_while_fetching(
             "JoinGroup", timeout_s=(rebalance_ms + 5000) / 1000, member_id=self.member_id,
@@ -299,7 +299,7 @@ class GroupMember(CoordinatorLink):
             self.member_id = response["member_id"]
             self.generation = Generation(response["generation_id"], response["member_id"], response["protocol_name"])
         self.heartbeat.reset_timeouts(monotonic_ms())
-        self._set_state(MemberState.COMPLETING_REBALANCE)
+        self._set_state(ClassicMemberState.COMPLETING_REBALANCE)
         return "ok"
 
     def _handle_sync_response(self, response: dict | None) -> str:
@@ -317,7 +317,7 @@ class GroupMember(CoordinatorLink):
         # (no heartbeat timer reset here: Java resets them when JoinGroup succeeds, not SyncGroup)
         self._needs_join_prepare = True
         self._on_join_complete(partitions)
-        self._set_state(MemberState.STABLE)
+        self._set_state(ClassicMemberState.STABLE)
         return "ok"
 
     def _join_or_sync_failed(self, api: str, error: ErrorCode) -> str:
@@ -408,7 +408,7 @@ class GroupMember(CoordinatorLink):
         """
         with self._lock:
             state, current = self.state, self.generation
-        ignored = ((error is ErrorCode.REBALANCE_IN_PROGRESS and state is not MemberState.STABLE)
+        ignored = ((error is ErrorCode.REBALANCE_IN_PROGRESS and state is not ClassicMemberState.STABLE)
                    or (error in FENCED + (ErrorCode.FENCED_INSTANCE_ID,) and current != sent_under))
         self.trace.record("heartbeat", member=sent_under.member_id, generation=sent_under.generation_id,
                           error=error.name if error is not None else "NETWORK_EXCEPTION", ignored=ignored)
@@ -445,7 +445,7 @@ class GroupMember(CoordinatorLink):
         the coordinator gives its entry a new member id (a rebalance only if the group is not Stable)."""
         with self._lock:
             member_id, client, state = self.generation.member_id, self._hb_client, self.state
-        if self._is_dynamic_member() and member_id and client is not None and state is not MemberState.UNJOINED:
+        if self._is_dynamic_member() and member_id and client is not None and state is not ClassicMemberState.UNJOINED:
             try:
                 response = client.request("LeaveGroup", group_id=self.config.group_id, member_id=member_id)
                 error = ErrorCode(response["error_code"])
@@ -455,5 +455,5 @@ class GroupMember(CoordinatorLink):
         with self._lock:
             self.generation, self.member_id = NO_GENERATION, ""
         self.trace.record("generation_reset", error="NONE", member="", reason=reason)
-        self._set_state(MemberState.UNJOINED)
+        self._set_state(ClassicMemberState.UNJOINED)
         self.request_rejoin(reason)

@@ -117,7 +117,7 @@ from .config import ConsumerConfig
 from .coordinator_link import ConsumerFailed, CoordinatorLink
 from .fetcher import Fetcher
 from .member import RebalanceListener, TopicPartition
-from .membership import Action, Membership, MemberState, Reconciliation, from_topic_partitions
+from .membership import HeartbeatAction, Kip848MemberState, Membership, Reconciliation, from_topic_partitions
 
 COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT)
 #: commit answers that say this member may not commit (the `commit` event's outcome `fenced`)
@@ -202,7 +202,7 @@ class Kip848Consumer(CoordinatorLink):
         return self.name
 
     @property
-    def state(self) -> MemberState:
+    def state(self) -> Kip848MemberState:
         return self.membership.state
 
     @property
@@ -231,14 +231,14 @@ class Kip848Consumer(CoordinatorLink):
         self._hb_thread.join(timeout_s)
 
     # -- what the machine tells us (`MembershipListener`, called under the lock) -------------------------
-    def transitioned(self, old: MemberState, new: MemberState) -> None:
+    def transitioned(self, old: Kip848MemberState, new: Kip848MemberState) -> None:
         m = self.membership
-        if new is MemberState.RECONCILING and old is not MemberState.RECONCILING:
+        if new is Kip848MemberState.RECONCILING and old is not Kip848MemberState.RECONCILING:
             self.rebalances += 1
             self.trace.record("rebalance_begin", member=m.member_id, generation=m.member_epoch,
                               reason="new target assignment", rebalance=self.rebalances)
-        elif old is MemberState.RECONCILING:
-            outcome = "ok" if new in (MemberState.ACKNOWLEDGING, MemberState.STABLE) else new.value
+        elif old is Kip848MemberState.RECONCILING:
+            outcome = "ok" if new in (Kip848MemberState.ACKNOWLEDGING, Kip848MemberState.STABLE) else new.value
             self.trace.record("rebalance_end", member=m.member_id, generation=m.member_epoch, outcome=outcome,
                               rebalance=self.rebalances)
         self.trace.record("consumer_state", member=m.member_id, generation=m.member_epoch, state=new.value)
@@ -310,11 +310,11 @@ class Kip848Consumer(CoordinatorLink):
         with self._lock:
             member_id = self.membership.member_id
             action = self.membership.on_heartbeat_response(response, monotonic_ms())
-        if action is Action.REDISCOVER:
+        if action is HeartbeatAction.REDISCOVER:
             self._coordinator_unknown(f"ConsumerGroupHeartbeat: {name}")
-        elif action is Action.FENCE:
+        elif action is HeartbeatAction.FENCE:
             self.trace.record("generation_reset", error=name, member=member_id)
-        elif action is Action.FATAL:
+        elif action is HeartbeatAction.FATAL:
             with self._lock:
                 self._fatal = f"ConsumerGroupHeartbeat: {name}: {(response or {}).get('message', '')}".rstrip(": ")
 
@@ -352,7 +352,7 @@ class Kip848Consumer(CoordinatorLink):
         with self._lock:
             m = self.membership
             return (self._stop.is_set() or self._fatal is not None or m.lost_pending
-                    or (m.state is MemberState.RECONCILING and m.current != m.target))
+                    or (m.state is Kip848MemberState.RECONCILING and m.current != m.target))
 
     def _release_lost(self) -> None:
         """Kafka's `onPartitionsLost`: every owned partition, with no commit (another member may own it already)."""
@@ -418,7 +418,7 @@ class Kip848Consumer(CoordinatorLink):
             if threading.current_thread() is not self._hb_thread:
                 self._hb_thread.join(self.config.request_timeout_ms / 1000 + 1)
             with self._lock:
-                if self.membership.state is MemberState.FENCED:
+                if self.membership.state is Kip848MemberState.FENCED:
                     # Kafka's leaveGroup: a fenced member clears its assignment (lost, below) and sends nothing;
                     # releasing first would rejoin it (FENCED -> JOINING) and send a leave under its old id
                     self.membership.leave()

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 TopicPartition = tuple[str, int]
 
 
-class MemberState(enum.Enum):
+class ClassicMemberState(enum.Enum):
     UNJOINED = "unjoined"
     PREPARING_REBALANCE = "preparing_rebalance"
     COMPLETING_REBALANCE = "completing_rebalance"
@@ -49,7 +49,7 @@ class MemberState(enum.Enum):
 
     def has_not_joined_group(self) -> bool:
         """Java's `MemberState.hasNotJoinedGroup`: no generation to heartbeat for."""
-        return self in (MemberState.UNJOINED, MemberState.PREPARING_REBALANCE)
+        return self in (ClassicMemberState.UNJOINED, ClassicMemberState.PREPARING_REBALANCE)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ LEAVE_STATIC_EPOCH = -2  # LEAVE_GROUP_STATIC_MEMBER_EPOCH: a static member leav
 RETRY_BACKOFF_MAX_MS = 1000  # Kafka's retry.backoff.max.ms default
 
 
-class MemberState(enum.Enum):
+class Kip848MemberState(enum.Enum):
     UNSUBSCRIBED = "unsubscribed"
     JOINING = "joining"
     RECONCILING = "reconciling"
@@ -99,12 +99,12 @@ class MemberState(enum.Enum):
 
     def can_handle_new_assignment(self) -> bool:
         """Kafka's `canHandleNewAssignment`: a member in the group that means to stay in it."""
-        return self in VALID_PREVIOUS[MemberState.RECONCILING]
+        return self in VALID_PREVIOUS[Kip848MemberState.RECONCILING]
 
 
-S = MemberState
+S = Kip848MemberState
 #: Kafka's `MemberState.previousValidStates`: the states each one may be entered from
-VALID_PREVIOUS: dict[MemberState, frozenset[MemberState]] = {
+VALID_PREVIOUS: dict[Kip848MemberState, frozenset[Kip848MemberState]] = {
     S.STABLE: frozenset({S.JOINING, S.ACKNOWLEDGING, S.RECONCILING}),
     S.RECONCILING: frozenset({S.STABLE, S.JOINING, S.ACKNOWLEDGING, S.RECONCILING}),
     S.ACKNOWLEDGING: frozenset({S.RECONCILING}),
@@ -119,7 +119,7 @@ VALID_PREVIOUS: dict[MemberState, frozenset[MemberState]] = {
 }
 
 
-class Action(enum.Enum):
+class HeartbeatAction(enum.Enum):
     """What the consumer does after a heartbeat's answer (`heartbeat_error_action`)."""
 
     PROCEED = "proceed"        # the answer was applied
@@ -133,7 +133,7 @@ FATAL_ERRORS = (ErrorCode.INVALID_REQUEST, ErrorCode.GROUP_MAX_SIZE_REACHED, Err
                 ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_INSTANCE_ID)
 
 
-def heartbeat_error_action(error: ErrorCode | None) -> Action:
+def heartbeat_error_action(error: ErrorCode | None) -> HeartbeatAction:
     """The error policy for `ConsumerGroupHeartbeat` (None: no answer), as Kafka's
     `AbstractHeartbeatRequestManager.onErrorResponse` and `ConsumerHeartbeatRequestManager.handleSpecificError`::
 
@@ -148,19 +148,19 @@ def heartbeat_error_action(error: ErrorCode | None) -> Action:
         any other (GROUP_ID_NOT_FOUND: a classic group of that id)   fatal ("unexpected error")
 
         >>> heartbeat_error_action(ErrorCode.FENCED_MEMBER_EPOCH), heartbeat_error_action(None)
-        (<Action.FENCE: 'fence'>, <Action.REDISCOVER: 'rediscover'>)
+        (<HeartbeatAction.FENCE: 'fence'>, <HeartbeatAction.REDISCOVER: 'rediscover'>)
         >>> heartbeat_error_action(ErrorCode.GROUP_ID_NOT_FOUND)
-        <Action.FATAL: 'fatal'>
+        <HeartbeatAction.FATAL: 'fatal'>
     """
     if error is ErrorCode.NONE:
-        return Action.PROCEED
+        return HeartbeatAction.PROCEED
     if error is None or error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
-        return Action.REDISCOVER
+        return HeartbeatAction.REDISCOVER
     if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-        return Action.RETRY
+        return HeartbeatAction.RETRY
     if error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
-        return Action.FENCE
-    return Action.FATAL
+        return HeartbeatAction.FENCE
+    return HeartbeatAction.FATAL
 
 
 # -- value objects ---------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def from_topic_partitions(entries: list[dict]) -> frozenset[TopicPartition]:
 class MembershipListener:
     """What the consumer hears of the machine: override either; both default to nothing."""
 
-    def transitioned(self, old: MemberState, new: MemberState) -> None:
+    def transitioned(self, old: Kip848MemberState, new: Kip848MemberState) -> None:
         pass
 
     def epoch_updated(self, epoch: int, member_id: str) -> None:
@@ -257,7 +257,7 @@ class Membership:
         self.instance_id = instance_id
         self.server_assignor = server_assignor
         self.listener = listener or MembershipListener()
-        self.state = MemberState.UNSUBSCRIBED
+        self.state = Kip848MemberState.UNSUBSCRIBED
         self.member_id = ""
         self.member_epoch = JOIN_EPOCH
         #: the assignment reconciled last (what heartbeats report), and the latest the coordinator sent
@@ -279,7 +279,7 @@ class Membership:
         self._last_poll_ms = now_ms
 
     # -- states ------------------------------------------------------------------------------------
-    def _transition_to(self, new: MemberState) -> None:
+    def _transition_to(self, new: Kip848MemberState) -> None:
         """Kafka's `transitionTo`: only along `VALID_PREVIOUS`."""
         old = self.state
         if new is not old and old not in VALID_PREVIOUS[new]:
@@ -400,12 +400,12 @@ class Membership:
         if self.state is S.LEAVING:
             self._transition_to(S.UNSUBSCRIBED)
 
-    def on_heartbeat_response(self, response: dict | None, now_ms: int) -> Action:
+    def on_heartbeat_response(self, response: dict | None, now_ms: int) -> HeartbeatAction:
         """The one handler of a `ConsumerGroupHeartbeat` answer (None: none came); returns what the consumer does
         about it (`heartbeat_error_action`)."""
         error = None if response is None else ErrorCode(response["error_code"])
         action = heartbeat_error_action(error)
-        if action is Action.PROCEED:
+        if action is HeartbeatAction.PROCEED:
             self._on_success(response, now_ms)
             return action
         # any failure: the next heartbeat is full, and goes after the back-off (Kafka's onFailedAttempt)
@@ -414,11 +414,11 @@ class Membership:
         self._next_heartbeat_ms = now_ms
         backoff = min(self.retry_backoff_ms * 2 ** (self._failed_attempts - 1), RETRY_BACKOFF_MAX_MS)
         self._backoff_until_ms = now_ms + backoff
-        if action in (Action.REDISCOVER, Action.FENCE) and response is not None:
+        if action in (HeartbeatAction.REDISCOVER, HeartbeatAction.FENCE) and response is not None:
             self._reset_backoff()  # Kafka: heartbeatRequestState.reset(), to heartbeat as soon as it can
-        if action is Action.FENCE:
+        if action is HeartbeatAction.FENCE:
             self.transition_to_fenced()
-        elif action is Action.FATAL:
+        elif action is HeartbeatAction.FATAL:
             self.transition_to_fatal()
         return action
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modern_coord.coordinator.consumer_group import MemberState
+from modern_coord.coordinator.consumer_group import ConsumerGroupMemberState
 from modern_coord.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, MemoryStore
 from modern_coord.coordinator.scheduler import FakeClock, Scheduler
 
@@ -172,15 +172,16 @@ def test_a_joiner_gets_only_released_partitions_and_the_old_owner_keeps_its_epoc
     assert a.owned == ALL
     b.join()  # group epoch 2; b's target partitions are still a's
     assert h.group.group_epoch == 2 and b.epoch == 2 and b.owned == set()
-    assert h.member(b.member_id).state is MemberState.UNRELEASED_PARTITIONS
+    assert h.member(b.member_id).state is ConsumerGroupMemberState.UNRELEASED_PARTITIONS
     r = a.beat()  # a must revoke first: it stays in epoch 1 and is told only what it keeps
     kept = _assigned(r)
-    assert r["member_epoch"] == 1 and len(kept) == 2 and h.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
+    assert r["member_epoch"] == 1 and len(kept) == 2
+    assert h.member(a.member_id).state is ConsumerGroupMemberState.UNREVOKED_PARTITIONS
     moving = ALL - kept
     assert h.member(a.member_id).pending_revocation == moving
     assert _assigned(b.beat()) == set() and b.owned == set()  # still held by a: b waits
     r = a.beat()  # it reports owning only `kept`: the revocation is acknowledged
-    assert r["member_epoch"] == 2 and h.member(a.member_id).state is MemberState.STABLE
+    assert r["member_epoch"] == 2 and h.member(a.member_id).state is ConsumerGroupMemberState.STABLE
     assert b.beat()["member_epoch"] == 2 and b.owned == moving
     assert h.group.state.value == "Stable"
 
@@ -191,7 +192,7 @@ def test_a_member_that_does_not_say_what_it_owns_is_assumed_to_own_it_still():
     a.join(), b.join()
     a.beat()
     h.hb(a.member_id, 1, owned=None)  # no topic_partitions: unknown, so still owned
-    assert h.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
+    assert h.member(a.member_id).state is ConsumerGroupMemberState.UNREVOKED_PARTITIONS
 
 
 # -- the epoch rules ------------------------------------------------------------------------------------
@@ -277,7 +278,7 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced():
     a, b = Client(h), Client(h)
     a.join(), b.join()
     h.hb(a.member_id, 1, owned=ALL)  # told to revoke; it never acknowledges
-    assert h.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
+    assert h.member(a.member_id).state is ConsumerGroupMemberState.UNREVOKED_PARTITIONS
     waited = 0
     while waited < REBALANCE - 1:  # it keeps heartbeating, owning everything: its session stays alive
         step = min(INTERVAL, REBALANCE - 1 - waited)
@@ -394,7 +395,8 @@ def test_a_new_coordinator_reloads_the_group_and_its_members_go_on_with_their_ep
     a, b = Client(h), Client(h)
     a.join(), b.join(), a.beat()  # a in UNREVOKED_PARTITIONS at epoch 1
     successor = Harness(store=h.store)
-    assert successor.group.group_epoch == 2 and successor.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
+    assert successor.group.group_epoch == 2
+    assert successor.member(a.member_id).state is ConsumerGroupMemberState.UNREVOKED_PARTITIONS
     a.h = b.h = successor
     a.beat()  # the revocation is acknowledged to the new coordinator
     assert a.epoch == 2 and b.beat()["member_epoch"] == 2 and a.owned | b.owned == ALL and not (a.owned & b.owned)
@@ -419,7 +421,7 @@ def test_a_reloaded_member_that_must_revoke_is_fenced_at_its_rebalance_timeout()
     a.member_id, a.epoch, a.owned = r["member_id"], r["member_epoch"], _assigned(r)
     Client(h).join()
     h.hb(a.member_id, a.epoch, owned=ALL)
-    assert h.member(a.member_id).state is MemberState.UNREVOKED_PARTITIONS
+    assert h.member(a.member_id).state is ConsumerGroupMemberState.UNREVOKED_PARTITIONS
     successor = Harness(store=h.store)
     successor.advance(SESSION // 2 - 1)
     assert a.member_id in successor.group.members

@@ -4,7 +4,7 @@ import pytest
 
 from lab_cluster.wire import ErrorCode as E
 from modern_coord.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, MemoryStore
-from modern_coord.coordinator.group import GroupState as S
+from modern_coord.coordinator.group import ClassicGroupState as S
 from modern_coord.coordinator.scheduler import FakeClock, Scheduler
 
 SESSION, REBALANCE, DELAY = 10_000, 30_000, 3_000

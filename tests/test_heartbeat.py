@@ -84,21 +84,21 @@ def _member(tmp_path, state, generation):
 
 def test_heartbeat_answers_are_handled_as_the_java_clients_handler_does(tmp_path):
     from lab_cluster.wire import ErrorCode as E
-    from modern_coord.member import Generation, MemberState
+    from modern_coord.member import ClassicMemberState, Generation
 
     g3, g4 = Generation(3, "m", "range"), Generation(4, "m", "range")
     # REBALANCE_IN_PROGRESS: a rejoin only when STABLE; mid-rebalance it belongs to the rebalance under way
-    stable = _member(tmp_path, MemberState.STABLE, g3)
+    stable = _member(tmp_path, ClassicMemberState.STABLE, g3)
     stable._handle_heartbeat_response(E.REBALANCE_IN_PROGRESS, g3)
     assert stable._rejoin_reason == "Heartbeat: REBALANCE_IN_PROGRESS"
-    completing = _member(tmp_path, MemberState.COMPLETING_REBALANCE, g4)
+    completing = _member(tmp_path, ClassicMemberState.COMPLETING_REBALANCE, g4)
     completing._handle_heartbeat_response(E.REBALANCE_IN_PROGRESS, g4)
     assert completing._rejoin_reason is None
     # a fencing error resets only the generation it was sent under; a stale one is ignored, as answered
-    current = _member(tmp_path, MemberState.STABLE, g4)
+    current = _member(tmp_path, ClassicMemberState.STABLE, g4)
     current._handle_heartbeat_response(E.ILLEGAL_GENERATION, g4)
     assert current._reset is E.ILLEGAL_GENERATION and current._rejoin_reason == "Heartbeat: ILLEGAL_GENERATION"
-    moved_on = _member(tmp_path, MemberState.STABLE, g4)
+    moved_on = _member(tmp_path, ClassicMemberState.STABLE, g4)
     answered_before = moved_on.heartbeat.last_received_ms
     moved_on._handle_heartbeat_response(E.UNKNOWN_MEMBER_ID, g3)
     assert moved_on._reset is None and moved_on._rejoin_reason is None
@@ -108,11 +108,11 @@ def test_heartbeat_answers_are_handled_as_the_java_clients_handler_does(tmp_path
 def test_the_commit_before_rejoining_is_retried_while_its_error_is_retriable(tmp_path):
     """Java's onJoinPrepare retries the auto-commit until the rebalance timeout; a fenced one is not retried."""
     from lab_cluster.wire import ErrorCode as E
-    from modern_coord.member import Generation, MemberState
+    from modern_coord.member import ClassicMemberState, Generation
 
     for answers, calls in (([E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.NONE], 3),
                            ([E.ILLEGAL_GENERATION, E.NONE], 1)):
-        member = _member(tmp_path, MemberState.STABLE, Generation(1, "m", "range"))
+        member = _member(tmp_path, ClassicMemberState.STABLE, Generation(1, "m", "range"))
         member.config = ConsumerConfig.from_dict({"group.id": "g", "bootstrap.servers": "127.0.0.1:9",
                                                   "retry.backoff.ms": 1})
         left = list(answers)
@@ -125,15 +125,15 @@ def test_the_commit_before_rejoining_is_retried_while_its_error_is_retriable(tmp
 def test_the_heartbeat_thread_looks_the_coordinator_up_itself(tmp_path):
     """Java's HeartbeatThread: coordinator unknown -> lookupCoordinator, then the back-off (the poll loop may be
     busy processing); it does not wait for the poll loop to do it."""
-    from modern_coord.member import Generation, MemberState
+    from modern_coord.member import ClassicMemberState, Generation
 
-    member = _member(tmp_path, MemberState.STABLE, Generation(2, "m", "range"))
+    member = _member(tmp_path, ClassicMemberState.STABLE, Generation(2, "m", "range"))
     looked_up = []
     member._ensure_coordinator = lambda: looked_up.append(True) or False
     assert member._hb_client is None
     member._heartbeat_step(0)
     assert looked_up == [True]
-    unjoined = _member(tmp_path, MemberState.PREPARING_REBALANCE, Generation(2, "m", "range"))
+    unjoined = _member(tmp_path, ClassicMemberState.PREPARING_REBALANCE, Generation(2, "m", "range"))
     unjoined._ensure_coordinator = lambda: looked_up.append(True) or False
     unjoined._heartbeat_step(0)  # no generation to heartbeat for: the thread is disabled
     assert looked_up == [True]
@@ -142,11 +142,11 @@ def test_the_heartbeat_thread_looks_the_coordinator_up_itself(tmp_path):
 def test_a_fenced_join_or_sync_is_retried_at_once_and_other_failures_after_the_back_off(tmp_path):
     """Java's joinGroupIfNeeded: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS and
     MEMBER_ID_REQUIRED `continue` at once; other retriable errors sleep retry.backoff.ms."""
-    from modern_coord.member import NO_GENERATION, MemberState
+    from modern_coord.member import NO_GENERATION, ClassicMemberState
 
     for outcome, waits in (("unknown_member_id", 0), ("illegal_generation", 0), ("rebalance_in_progress", 0),
                            ("member_id_required", 0), ("coordinator_unavailable", 1)):
-        member = _member(tmp_path, MemberState.UNJOINED, NO_GENERATION)
+        member = _member(tmp_path, ClassicMemberState.UNJOINED, NO_GENERATION)
         member._join_and_sync = lambda outcome=outcome: outcome
         waited = []
         member._stop.wait = lambda s, waited=waited: waited.append(s)

@@ -15,7 +15,7 @@ from lab_cluster.wire import ErrorCode
 from modern_coord.config import ConsumerConfig
 from modern_coord.kip848_consumer import Kip848Consumer
 from modern_coord.member import RebalanceListener
-from modern_coord.membership import MemberState
+from modern_coord.membership import Kip848MemberState
 
 T0, T1, T2 = ("t", 0), ("t", 1), ("t", 2)
 
@@ -67,7 +67,7 @@ def test_a_reconciliation_commits_then_revokes_then_assigns_then_acknowledges(co
     c = consumer
     joined(c, 1, [0, 1])
     c._reconcile()
-    assert c.assignment() == [T0, T1] and c.state is MemberState.ACKNOWLEDGING
+    assert c.assignment() == [T0, T1] and c.state is Kip848MemberState.ACKNOWLEDGING
     c.membership.poll_heartbeat(1, True)  # the acknowledgement
     c._positions = {T0: 10, T1: 20}
     c.calls.log.clear()
@@ -80,7 +80,7 @@ def test_a_reconciliation_commits_then_revokes_then_assigns_then_acknowledges(co
     assert [o["partition"] for o in commit["offsets"]] == [0, 1]  # every position, before anything is revoked
     assert c.calls.log[1:] == [("revoked", [T0]), ("assigned", [T2])]
     assert c.assignment() == [T1, T2] and c._positions == {T1: 20}  # what it keeps goes on from where it was
-    assert c.state is MemberState.ACKNOWLEDGING
+    assert c.state is Kip848MemberState.ACKNOWLEDGING
     assigned = c.events("assigned")[-1]
     assert (assigned["generation"], json.loads(assigned["fields"])["partitions"]) == (2, [["t", 1], ["t", 2]])
     assert [e["generation"] for e in c.events("rebalance_begin")] == [1, 2]
@@ -118,7 +118,7 @@ def test_a_fenced_member_loses_everything_without_committing_then_rejoins(consum
     c._release_lost()
     assert c.calls.log == [("revoked", [T0, T1])]  # no OffsetCommit
     assert json.loads(c.events("revoked")[-1]["fields"])["lost"] is True
-    assert c.assignment() == [] and c.state is MemberState.JOINING and c.member_epoch == 0
+    assert c.assignment() == [] and c.state is Kip848MemberState.JOINING and c.member_epoch == 0
     assert c._commit_positions("auto-commit") is None  # no epoch: nothing is sent
 
 
@@ -141,7 +141,7 @@ def test_a_fenced_member_that_closes_loses_its_partitions_and_sends_no_leave(con
     c._hb_thread = threading.current_thread()  # never started: nothing to wait for
     c.fetcher.close = lambda: None
     c._leave()
-    assert sent == [] and c.state is MemberState.UNSUBSCRIBED
+    assert sent == [] and c.state is Kip848MemberState.UNSUBSCRIBED
     assert c.calls.log == [("revoked", [T0, T1])]  # no OffsetCommit, no ConsumerGroupHeartbeat
     assert json.loads(c.events("revoked")[-1]["fields"])["lost"] is True
     assert not c.events("generation_reset") or all(e["error"] != "NONE" for e in c.events("generation_reset"))
@@ -162,7 +162,7 @@ def test_a_state_change_wakes_the_heartbeat_thread_at_once(consumer):
     try:
         wait_for(lambda: steps, "the heartbeat thread's first step")
         with consumer._lock:
-            consumer.transitioned(MemberState.RECONCILING, MemberState.ACKNOWLEDGING)
+            consumer.transitioned(Kip848MemberState.RECONCILING, Kip848MemberState.ACKNOWLEDGING)
         wait_for(lambda: len(steps) >= 2, "the next step, long before its 30 s wait ends", timeout_s=10)
     finally:
         consumer._stop.set()

@@ -10,14 +10,14 @@ from modern_coord.membership import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
     VALID_PREVIOUS,
-    Action,
+    HeartbeatAction,
+    Kip848MemberState,
     Membership,
     MembershipListener,
-    MemberState,
     heartbeat_error_action,
 )
 
-S = MemberState
+S = Kip848MemberState
 T0, T1, T2, T3 = ("t", 0), ("t", 1), ("t", 2), ("t", 3)
 INTERVAL = 5000
 
@@ -98,7 +98,7 @@ def test_a_joiner_given_partitions_reconciles_acknowledges_at_once_with_them_the
     m = machine()
     m.subscribe()
     heartbeat(m, 0)
-    assert m.on_heartbeat_response(ok(1, [T0, T1]), 10) is Action.PROCEED
+    assert m.on_heartbeat_response(ok(1, [T0, T1]), 10) is HeartbeatAction.PROCEED
     assert (m.state, m.member_id, m.member_epoch, m.heartbeat_interval_ms) == (S.RECONCILING, "m1", 1, INTERVAL)
     rec = m.next_reconciliation([])
     assert (rec.revoked, rec.added, rec.assigned) == ((), (T0, T1), [T0, T1])
@@ -233,7 +233,7 @@ def test_a_fence_during_a_reconciliation_aborts_it():
 def test_fenced_loses_everything_then_rejoins_with_epoch_0_and_the_same_member_id_with_a_full_heartbeat(code):
     m = stable_member([T0, T1])
     heartbeat(m, INTERVAL)
-    assert m.on_heartbeat_response(error(code), INTERVAL) is Action.FENCE
+    assert m.on_heartbeat_response(error(code), INTERVAL) is HeartbeatAction.FENCE
     assert (m.state, m.member_epoch, m.member_id) == (S.FENCED, 0, "m1")
     assert m.lost_pending and m.poll_heartbeat(INTERVAL, True) == (None, False)  # no heartbeat until released
     m.released()
@@ -246,7 +246,7 @@ def test_fenced_loses_everything_then_rejoins_with_epoch_0_and_the_same_member_i
 def test_after_an_error_the_next_heartbeat_is_full_and_waits_for_a_doubling_backoff():
     m = stable_member([T0])
     heartbeat(m, INTERVAL)
-    assert m.on_heartbeat_response(error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), INTERVAL) is Action.RETRY
+    assert m.on_heartbeat_response(error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), INTERVAL) is HeartbeatAction.RETRY
     assert m.state is S.STABLE and m.time_to_next_heartbeat(INTERVAL) == 100
     again = heartbeat(m, INTERVAL + 100)
     assert (again["rebalance_timeout_ms"], again["subscribed_topic_names"], again["topic_partitions"]) == \
@@ -262,7 +262,7 @@ def test_after_an_error_the_next_heartbeat_is_full_and_waits_for_a_doubling_back
 def test_coordinator_errors_rediscover_and_heartbeat_again_without_backoff(code):
     m = stable_member([T0])
     heartbeat(m, INTERVAL)
-    assert m.on_heartbeat_response(error(code), INTERVAL) is Action.REDISCOVER
+    assert m.on_heartbeat_response(error(code), INTERVAL) is HeartbeatAction.REDISCOVER
     assert m.state is S.STABLE and m.time_to_next_heartbeat(INTERVAL) == 0
     assert m.poll_heartbeat(INTERVAL, coordinator_known=False) == (None, False)
     assert heartbeat(m, INTERVAL)["topic_partitions"] is not None  # full again
@@ -271,7 +271,7 @@ def test_coordinator_errors_rediscover_and_heartbeat_again_without_backoff(code)
 def test_no_answer_rediscovers_after_the_backoff():
     m = stable_member([T0])
     heartbeat(m, INTERVAL)
-    assert m.on_heartbeat_response(None, INTERVAL) is Action.REDISCOVER
+    assert m.on_heartbeat_response(None, INTERVAL) is HeartbeatAction.REDISCOVER
     assert m.time_to_next_heartbeat(INTERVAL) == 100
 
 
@@ -281,7 +281,7 @@ def test_no_answer_rediscovers_after_the_backoff():
 def test_fatal_errors_lose_everything_and_stop_heartbeating(code):
     m = stable_member([T0])
     heartbeat(m, INTERVAL)
-    assert m.on_heartbeat_response(error(code), INTERVAL) is Action.FATAL
+    assert m.on_heartbeat_response(error(code), INTERVAL) is HeartbeatAction.FATAL
     assert m.state is S.FATAL and m.lost_pending
     m.released()
     assert m.state is S.FATAL and m.poll_heartbeat(10 * INTERVAL, True) == (None, False)
@@ -290,10 +290,10 @@ def test_fatal_errors_lose_everything_and_stop_heartbeating(code):
 
 
 def test_the_error_policy_table():
-    assert heartbeat_error_action(ErrorCode.NONE) is Action.PROCEED
-    assert heartbeat_error_action(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) is Action.RETRY
-    assert heartbeat_error_action(ErrorCode.UNSUPPORTED_VERSION) is Action.FATAL
-    assert heartbeat_error_action(ErrorCode.REBALANCE_IN_PROGRESS) is Action.FATAL  # unexpected in KIP-848
+    assert heartbeat_error_action(ErrorCode.NONE) is HeartbeatAction.PROCEED
+    assert heartbeat_error_action(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) is HeartbeatAction.RETRY
+    assert heartbeat_error_action(ErrorCode.UNSUPPORTED_VERSION) is HeartbeatAction.FATAL
+    assert heartbeat_error_action(ErrorCode.REBALANCE_IN_PROGRESS) is HeartbeatAction.FATAL  # unexpected in KIP-848
 
 
 # -- leaving ---------------------------------------------------------------------------------------

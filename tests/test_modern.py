@@ -13,7 +13,7 @@ from modern_coord.config import ConsumerConfig
 from modern_coord.consumer import ModernConsumer
 from modern_coord.coordinator.service import OFFSETS_TOPIC
 from modern_coord.lookup import find_coordinator
-from modern_coord.member import MemberState, RebalanceListener
+from modern_coord.member import ClassicMemberState, RebalanceListener
 
 GROUP = "g"
 FAST = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 10000,
@@ -62,7 +62,7 @@ class Group:
             live = self.live()
             owned = [tp for c in live.values() for tp in c.assignment()]
             if last["state"] == "Stable" and len(last["members"]) == expect_members and all(
-                    c.state is MemberState.STABLE and c.generation.generation_id == last["generation"]
+                    c.state is ClassicMemberState.STABLE and c.generation.generation_id == last["generation"]
                     and c._rejoin_reason is None for c in live.values()) and (
                     expect_members != len(live) or sorted(owned) == ALL):
                 return last
@@ -406,7 +406,7 @@ def test_a_heartbeat_answer_arriving_mid_rebalance_causes_no_extra_generation(cl
     assert describe(cluster)["generation"] == after["generation"]
     begun = [e for e in _member_events(group, "c1", "rebalance_begin") if e["generation"] == before["generation"]]
     assert len(begun) == 1, begun
-    assert c1.state is MemberState.STABLE
+    assert c1.state is ClassicMemberState.STABLE
 
 
 def test_a_member_that_does_not_poll_within_max_poll_interval_leaves_the_group(cluster, group):

@@ -22,7 +22,7 @@ from lab_cluster.processes import LabProcess
 from lab_cluster.trace import TraceRecorder
 from modern_coord.config import ConsumerConfig
 from modern_coord.kip848_consumer import Kip848Consumer
-from modern_coord.membership import MemberState
+from modern_coord.membership import Kip848MemberState
 
 GROUP = "g"
 ALL = [("t", p) for p in range(PARTITIONS)]
@@ -78,7 +78,7 @@ class Group:
         members = [self.members[n] for n in names]
         owned = [tp for m in members for tp in m.assignment()]
         epochs = {m.member_epoch for m in members}
-        if all(m.state is MemberState.STABLE and m.membership.current == m.membership.target for m in members) \
+        if all(m.state is Kip848MemberState.STABLE and m.membership.current == m.membership.target for m in members) \
                 and len(epochs) == 1 and sorted(owned) == ALL:
             return epochs.pop()
         return None
@@ -162,7 +162,7 @@ def test_a_zombie_is_fenced_by_its_member_epoch_rejoins_with_epoch_0_and_no_offs
     group.add("c1")
     zombie = group.add_process("z")
     wait_for(lambda: len(group.members["c1"].assignment()) == PARTITIONS // 2
-             and group.members["c1"].state is MemberState.STABLE, "c1 sharing with the zombie")
+             and group.members["c1"].state is Kip848MemberState.STABLE, "c1 sharing with the zombie")
     time.sleep(1.5)  # both consume and commit
     zombie.pause()
     paused_ns = time.monotonic_ns()
@@ -206,4 +206,4 @@ def test_a_member_that_stops_revokes_and_leaves_with_epoch_minus_1(cluster, grou
     leave = group.events("c2", "leave")
     assert [(e["generation"], e["error"]) for e in leave] == [(-1, "NONE")]
     assert group.events("c2", "revoked")[-1]["f"].get("lost") is None  # revoked, not lost
-    assert group.members["c2"].state is MemberState.UNSUBSCRIBED
+    assert group.members["c2"].state is Kip848MemberState.UNSUBSCRIBED

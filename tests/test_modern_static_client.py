@@ -17,7 +17,7 @@ from modern_coord.config import ConsumerConfig, group_instance_id_problem
 from modern_coord.consumer import ModernConsumer
 from modern_coord.coordinator_link import ConsumerFailed
 from modern_coord.error_policy import ErrorAction, commit_retriable, error_action, rejoins_at_once
-from modern_coord.member import NO_GENERATION, Generation, MemberState, RebalanceListener
+from modern_coord.member import NO_GENERATION, ClassicMemberState, Generation, RebalanceListener
 
 BASE = {"group.id": "g", "bootstrap.servers": "127.0.0.1:9"}
 
@@ -133,7 +133,7 @@ def stable(consumer: ModernConsumer, member_id="i-1-a", generation=3, partitions
     """As if it had joined and synced: STABLE in `generation`, with positions ahead of its commits."""
     consumer.member_id = member_id
     consumer.generation = Generation(generation, member_id, "range")
-    consumer.state = MemberState.STABLE
+    consumer.state = ClassicMemberState.STABLE
     consumer._rejoin_reason = None
     consumer._assignment = list(partitions)
     consumer._positions = {tp: 10 for tp in partitions}
@@ -156,7 +156,7 @@ def test_a_static_member_joins_with_no_member_id_and_its_instance_id_and_is_answ
     sync, = coordinator.bodies("SyncGroup")
     assert sync["member_id"] == "i-1-5f0c" and sync["group_instance_id"] == "i-1" and sync["generation_id"] == 4
     assert sync["assignments"] == []  # the coordinator named another leader (a restart while Stable): a follower
-    assert consumer.member_id == "i-1-5f0c" and consumer.state is MemberState.STABLE
+    assert consumer.member_id == "i-1-5f0c" and consumer.state is ClassicMemberState.STABLE
     assert consumer.assignment() == [("t", 1)]
 
 
@@ -212,7 +212,7 @@ def test_a_fenced_heartbeat_fails_the_heartbeat_thread_and_the_poll_loop_stops_t
     assert consumer.error == "Heartbeat: FENCED_INSTANCE_ID" and consumer.snapshot().gave_up
     assert ("consumer_failed", {"member": "i-1-a", "reason": "Heartbeat: FENCED_INSTANCE_ID"}) in consumer.events
     assert coordinator.apis() == ["Heartbeat"]
-    assert consumer.listener.revoked == [[("t", 0)]] and consumer.state is MemberState.UNJOINED
+    assert consumer.listener.revoked == [[("t", 0)]] and consumer.state is ClassicMemberState.UNJOINED
 
 
 def test_a_fenced_heartbeat_for_a_generation_already_left_is_ignored(tmp_path):
@@ -252,7 +252,7 @@ def test_a_static_member_stops_with_a_commit_and_a_revocation_and_no_leave_group
     consumer._leave()
     assert coordinator.apis() == ["OffsetCommit"]
     assert consumer.listener.revoked == [[("t", 0)]]
-    assert consumer.generation == NO_GENERATION and consumer.state is MemberState.UNJOINED
+    assert consumer.generation == NO_GENERATION and consumer.state is ClassicMemberState.UNJOINED
     assert not any(kind == "leave" for kind, _ in consumer.events)
 
 
@@ -279,7 +279,8 @@ def test_on_max_poll_interval_a_static_member_sends_no_leave_group_but_resets_an
     consumer._heartbeat_step(consumer.heartbeat.last_poll_ms + 1000)
     assert coordinator.apis() == []
     assert consumer.generation == NO_GENERATION and consumer.member_id == ""
-    assert consumer.state is MemberState.UNJOINED and consumer._rejoin_reason == "consumer poll timeout has expired"
+    assert consumer.state is ClassicMemberState.UNJOINED
+    assert consumer._rejoin_reason == "consumer poll timeout has expired"
     assert [kind for kind, _ in consumer.events][:2] == ["poll_timeout", "generation_reset"]
     # the next JoinGroup: no member id, its instance id (the coordinator gives the instance a new member id)
     coordinator.answers["JoinGroup"] = [JOINED]

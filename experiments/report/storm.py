@@ -96,7 +96,7 @@ through the JoinGroup, the leader's `cooperative-sticky` assignment withholds
 every partition that changes owner, and only those are revoked
 (`partitions they revoked`), after which the revoking members rejoin for one
 more round that hands them out (`lab_cluster/assignment/cooperative_sticky.py`,
-`modern_coord/consumer.py: _handle_sync_response`). That round waits until every
+`modern_coord/group_member.py: _handle_sync_response`). That round waits until every
 member has rejoined, and a member that revoked nothing (the returning one)
 hears of it only at its next heartbeat: the moving partitions wait up to
 `heartbeat.interval.ms`, so cooperative pays in rounds and, here, in unowned
@@ -141,7 +141,7 @@ membership and claims its share again (`legacy_zk/consumer.py: _rebalance`,
 coordinator era's eager protocol stops everyone too: the stopping member's
 LeaveGroup and the new one's JoinGroup each make the coordinator begin a
 rebalance, and every member revokes all it owns before it rejoins
-(`modern_coord/consumer.py: _rebalance`, Java's `onJoinPrepare`); one
+(`modern_coord/group_member.py: _rebalance`, Java's `onJoinPrepare`); one
 rebalance or two per restart, depending on whether the JoinGroup arrives
 before the members have rejoined the first."""
     return Section("Storm", storm.QUESTION, findings_list(storm.findings(summary)),

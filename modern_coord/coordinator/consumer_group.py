@@ -51,7 +51,7 @@ Departures, stated: topics are named, not Kafka's topic ids; no rack-aware
 assignment; no regex subscriptions; no classic members inside a consumer group
 (Kafka 4.0's online migration).
 
-    >>> m = Member("m1", member_epoch=3, previous_member_epoch=2, assigned=frozenset({("t", 0), ("t", 1)}))
+    >>> m = ConsumerGroupMember("m1", member_epoch=3, previous_member_epoch=2, assigned=frozenset({("t", 0), ("t", 1)}))
     >>> nxt = next_assignment(m, 4, frozenset({("t", 1), ("t", 2)}), owned=None, partition_epoch=lambda tp: -1)
     >>> nxt.state.name, nxt.member_epoch, sorted(nxt.assigned), sorted(nxt.pending_revocation)
     ('UNREVOKED_PARTITIONS', 3, [('t', 1)], [('t', 0)])
@@ -75,13 +75,13 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
-class MemberState(enum.Enum):
+class ConsumerGroupMemberState(enum.Enum):
     STABLE = "stable"
     UNREVOKED_PARTITIONS = "unrevoked_partitions"
     UNRELEASED_PARTITIONS = "unreleased_partitions"
 
 
-class GroupState(enum.Enum):
+class ConsumerGroupState(enum.Enum):
     EMPTY = "Empty"
     ASSIGNING = "Assigning"
     RECONCILING = "Reconciling"
@@ -89,7 +89,7 @@ class GroupState(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Member:
+class ConsumerGroupMember:
     """A member as the coordinator knows it (Kafka's `ConsumerGroupMember`): a value, replaced on change."""
 
     member_id: str
@@ -98,7 +98,7 @@ class Member:
     client_id: str = ""
     member_epoch: int = 0
     previous_member_epoch: int = 0
-    state: MemberState = MemberState.STABLE
+    state: ConsumerGroupMemberState = ConsumerGroupMemberState.STABLE
     rebalance_timeout_ms: int = -1
     subscribed_topics: frozenset[str] = frozenset()
     server_assignor: str | None = None
@@ -106,9 +106,9 @@ class Member:
     pending_revocation: Partitions = frozenset()
 
     def reconciled_to(self, target_epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
+        return self.state is ConsumerGroupMemberState.STABLE and self.member_epoch == target_epoch
 
-    def with_epoch(self, epoch: int, **changes) -> Member:
+    def with_epoch(self, epoch: int, **changes) -> ConsumerGroupMember:
         """Kafka's `updateMemberEpoch`: the previous epoch remembers the one it leaves."""
         return replace(self, previous_member_epoch=self.member_epoch, member_epoch=epoch, **changes)
 
@@ -118,32 +118,33 @@ def _still_owns(owned: Iterable[TopicPartition] | None, revoking: Partitions) ->
     return owned is None or not revoking.isdisjoint(owned)
 
 
-def next_assignment(member: Member, target_epoch: int, target: Partitions,
+def next_assignment(member: ConsumerGroupMember, target_epoch: int, target: Partitions,
                     owned: Iterable[TopicPartition] | None,
-                    partition_epoch: Callable[[TopicPartition], int]) -> Member:
+                    partition_epoch: Callable[[TopicPartition], int]) -> ConsumerGroupMember:
     """Kafka's `CurrentAssignmentBuilder.build`: the member one step closer to `target` (see the module docstring)."""
-    if member.state is MemberState.STABLE:
+    if member.state is ConsumerGroupMemberState.STABLE:
         if member.member_epoch == target_epoch:
             return member
         return _compute_next(member, member.member_epoch, target_epoch, target, owned, partition_epoch)
-    if member.state is MemberState.UNREVOKED_PARTITIONS:
+    if member.state is ConsumerGroupMemberState.UNREVOKED_PARTITIONS:
         if _still_owns(owned, member.pending_revocation):
             return member
         return _compute_next(member, member.member_epoch + 1, target_epoch, target, owned, partition_epoch)
     return _compute_next(member, member.member_epoch, target_epoch, target, owned, partition_epoch)
 
 
-def _compute_next(member: Member, epoch: int, target_epoch: int, target: Partitions,
-                  owned: Iterable[TopicPartition] | None, partition_epoch: Callable[[TopicPartition], int]) -> Member:
+def _compute_next(member: ConsumerGroupMember, epoch: int, target_epoch: int, target: Partitions,
+                  owned: Iterable[TopicPartition] | None,
+                  partition_epoch: Callable[[TopicPartition], int]) -> ConsumerGroupMember:
     assigned = member.assigned & target
     revoking = member.assigned - assigned
     wanted = target - assigned
     free = frozenset(tp for tp in wanted if partition_epoch(tp) == -1)
     unreleased = free != wanted
     if revoking and _still_owns(owned, revoking):
-        return member.with_epoch(epoch, state=MemberState.UNREVOKED_PARTITIONS, assigned=assigned,
+        return member.with_epoch(epoch, state=ConsumerGroupMemberState.UNREVOKED_PARTITIONS, assigned=assigned,
                                  pending_revocation=revoking)
-    state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+    state = ConsumerGroupMemberState.UNRELEASED_PARTITIONS if unreleased else ConsumerGroupMemberState.STABLE
     return member.with_epoch(target_epoch, state=state, assigned=assigned | free, pending_revocation=frozenset())
 
 
@@ -154,27 +155,27 @@ class ConsumerGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
-    members: dict[str, Member] = field(default_factory=dict)
+    members: dict[str, ConsumerGroupMember] = field(default_factory=dict)
     target: dict[str, Partitions] = field(default_factory=dict)  # member id -> its target assignment
     #: the partitions' count per subscribed topic when the group epoch was last bumped (Kafka's subscription metadata)
     subscription_metadata: dict[str, int] = field(default_factory=dict)
 
     @property
-    def state(self) -> GroupState:
+    def state(self) -> ConsumerGroupState:
         if not self.members:
-            return GroupState.EMPTY
+            return ConsumerGroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
-            return GroupState.ASSIGNING
+            return ConsumerGroupState.ASSIGNING
         if any(not m.reconciled_to(self.assignment_epoch) for m in self.members.values()):
-            return GroupState.RECONCILING
-        return GroupState.STABLE
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
 
     def copy(self) -> ConsumerGroup:
         """A copy to change (members are values; only the maps are copied)."""
         return replace(self, members=dict(self.members), target=dict(self.target),
                        subscription_metadata=dict(self.subscription_metadata))
 
-    def static_member(self, instance_id: str | None) -> Member | None:
+    def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
         if instance_id is None:
             return None
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
@@ -189,14 +190,14 @@ class ConsumerGroup:
     def subscribed_topics(self) -> set[str]:
         return set().union(*(m.subscribed_topics for m in self.members.values())) if self.members else set()
 
-    def put(self, member: Member) -> None:
+    def put(self, member: ConsumerGroupMember) -> None:
         self.members[member.member_id] = member
 
-    def remove(self, member_id: str) -> Member | None:
+    def remove(self, member_id: str) -> ConsumerGroupMember | None:
         self.target.pop(member_id, None)
         return self.members.pop(member_id, None)
 
-    def replace(self, old_id: str, new: Member) -> None:
+    def replace(self, old_id: str, new: ConsumerGroupMember) -> None:
         """Kafka's `replaceMember`: a static member's new member id takes the old one's place and target."""
         target = self.target.pop(old_id, frozenset())
         self.members.pop(old_id, None)
@@ -225,8 +226,9 @@ class ConsumerGroup:
         group = cls(record["group"], group_epoch=record["group_epoch"], assignment_epoch=record["assignment_epoch"],
                     subscription_metadata=dict(record.get("subscription_metadata", {})))
         for m in record.get("members", []):
-            group.put(Member(m["member_id"], m.get("instance_id"), m.get("rack_id"), m.get("client_id", ""),
-                             m["member_epoch"], m["previous_member_epoch"], MemberState(m["state"]),
+            group.put(ConsumerGroupMember(m["member_id"], m.get("instance_id"), m.get("rack_id"),
+                                          m.get("client_id", ""),
+                             m["member_epoch"], m["previous_member_epoch"], ConsumerGroupMemberState(m["state"]),
                              m["rebalance_timeout_ms"], frozenset(m["subscribed_topics"]), m.get("server_assignor"),
                              tps(m["assigned"]), tps(m["pending_revocation"])))
             group.target[m["member_id"]] = tps(m["target"])

@@ -76,8 +76,8 @@ from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
-    Member,
-    MemberState,
+    ConsumerGroupMember,
+    ConsumerGroupMemberState,
     Partitions,
     next_assignment,
 )
@@ -186,7 +186,7 @@ class ConsumerGroupHeartbeats:
 
     # -- the steps ------------------------------------------------------------------------
     @staticmethod
-    def _updated(member: Member, member_id: str, req: dict, client_id) -> Member:
+    def _updated(member: ConsumerGroupMember, member_id: str, req: dict, client_id) -> ConsumerGroupMember:
         """The member with what the heartbeat changed (Kafka's `maybeUpdate...`: a null or -1 field is unchanged)."""
         changes = {"instance_id": req["instance_id"], "rack_id": req["rack_id"], "subscribed_topics": req["topics"],
                    "server_assignor": req["assignor"],
@@ -258,7 +258,7 @@ class ConsumerGroupHeartbeats:
         return ConsumerGroup(group_id)
 
     def _member(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str | None,
-                owned: Partitions | None, joining: bool) -> tuple[Member, str | None]:
+                owned: Partitions | None, joining: bool) -> tuple[ConsumerGroupMember, str | None]:
         """The member this heartbeat is from, and the member id it replaces (a returning static member), if any."""
         if instance_id is None:
             member = group.members.get(member_id)
@@ -266,19 +266,20 @@ class ConsumerGroupHeartbeats:
                 if not joining:
                     raise WireError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
                                     f"{group.group_id}.")
-                member = Member(member_id)
+                member = ConsumerGroupMember(member_id)
             self._check_epoch(member, epoch, owned)
             return member, None
         existing = group.static_member(instance_id)
         if joining:
             if existing is None:  # a new instance: Kafka checks no epoch here
-                return group.members.get(member_id) or Member(member_id, instance_id=instance_id), None
+                return group.members.get(member_id) or ConsumerGroupMember(member_id, instance_id=instance_id), None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise WireError(ErrorCode.UNRELEASED_INSTANCE_ID,
                                 f"Static member {member_id} with instance id {instance_id} cannot join the group "
                                 f"because the instance id is owned by {existing.member_id} member.")
             # the instance comes back: a copy of its member under the new id, epoch 0, its partitions kept
-            return Member(member_id, instance_id, existing.rack_id, existing.client_id, 0, 0, existing.state,
+            return ConsumerGroupMember(member_id, instance_id, existing.rack_id, existing.client_id, 0, 0,
+                                       existing.state,
                           existing.rebalance_timeout_ms, existing.subscribed_topics, existing.server_assignor,
                           existing.assigned, existing.pending_revocation), existing.member_id
         if existing is None:
@@ -290,7 +291,7 @@ class ConsumerGroupHeartbeats:
         return existing, None
 
     @staticmethod
-    def _check_epoch(member: Member, received: int, owned: Partitions | None) -> None:
+    def _check_epoch(member: ConsumerGroupMember, received: int, owned: Partitions | None) -> None:
         """Kafka's `throwIfConsumerGroupMemberEpochIsInvalid`."""
         if received > member.member_epoch:
             raise WireError(ErrorCode.FENCED_MEMBER_EPOCH,
@@ -330,7 +331,7 @@ class ConsumerGroupHeartbeats:
         self.c.on_event("target_assignment", group=group.group_id, generation=group.group_epoch, assignor=name,
                         target={m: sorted(map(list, ps)) for m, ps in group.target.items()})
 
-    def _member_event(self, group: ConsumerGroup, was: Member, now: Member) -> None:
+    def _member_event(self, group: ConsumerGroup, was: ConsumerGroupMember, now: ConsumerGroupMember) -> None:
         self.c.on_event("member_epoch", group=group.group_id, member=now.member_id, generation=now.member_epoch,
                         state=now.state.value, previous_epoch=was.member_epoch,
                         assigned=sorted(map(list, now.assigned)),
@@ -392,11 +393,11 @@ class ConsumerGroupHeartbeats:
         self.c.timers.schedule(("session", group_id, member_id), self.c.config.group_consumer_session_timeout_ms,
                                expired)
 
-    def _revocation_deadline(self, group: ConsumerGroup, member: Member) -> None:
+    def _revocation_deadline(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         """In UNREVOKED_PARTITIONS the member has its rebalance timeout to revoke, else it is fenced."""
         group_id, member_id, epoch = group.group_id, member.member_id, member.member_epoch
         key = ("revocation", group_id, member_id)
-        if member.state is not MemberState.UNREVOKED_PARTITIONS:
+        if member.state is not ConsumerGroupMemberState.UNREVOKED_PARTITIONS:
             self.c.timers.cancel(key)
             return
 

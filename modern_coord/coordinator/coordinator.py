@@ -108,7 +108,7 @@ from dataclasses import dataclass
 from lab_cluster.java_hash import group_partition
 from lab_cluster.wire import ErrorCode
 
-from .group import DelayedJoin, Group, GroupState, Member, Respond
+from .group import ClassicGroupMember, ClassicGroupState, DelayedJoin, Group, Respond
 from .scheduler import Scheduler
 
 PROTOCOL_TYPE = "consumer"
@@ -318,11 +318,12 @@ class GroupCoordinator:
         group = Group(record["group"], generation_id=record["generation"], protocol_type=PROTOCOL_TYPE,
                       protocol_name=record.get("protocol"), leader_id=record.get("leader"))
         for m in record.get("members", []):  # Kafka's loadGroup adds each member, static ones by instance id
-            group.add(Member(m["member_id"], m["client_id"], m["session_timeout_ms"], m["rebalance_timeout_ms"],
+            group.add(ClassicGroupMember(m["member_id"], m["client_id"], m["session_timeout_ms"],
+                                         m["rebalance_timeout_ms"],
                              [(p["name"], p["metadata"]) for p in m["protocols"]],
                              group_instance_id=m.get("group_instance_id"), assignment=m.get("assignment", {})))
         if group.members:
-            group.state = GroupState.STABLE
+            group.state = ClassicGroupState.STABLE
         self.groups[group.group_id] = group
         for member in group.members.values():
             self._heartbeat_deadline(group, member)
@@ -336,7 +337,7 @@ class GroupCoordinator:
                 self.offsets.pop(group_id, None)
             for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
                 group = self.groups.pop(group_id)
-                self._set_state(group, GroupState.DEAD)
+                self._set_state(group, ClassicGroupState.DEAD)
                 for member in group.members.values():
                     member.answer_join(answer(ErrorCode.NOT_COORDINATOR))
                     member.answer_sync(answer(ErrorCode.NOT_COORDINATOR))
@@ -392,7 +393,7 @@ class GroupCoordinator:
                     return respond(self._join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
                 group = self.groups[join.group_id] = Group(join.group_id)
             # Kafka makes these two checks first thing in both doUnknownJoinGroup and doJoinGroup
-            if group.state is GroupState.DEAD:
+            if group.state is ClassicGroupState.DEAD:
                 return respond(self._join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
             if not group.supports(join.protocols):
                 return respond(self._join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
@@ -403,7 +404,7 @@ class GroupCoordinator:
             else:
                 self._join_unknown_member(group, join, respond)
             # Kafka's handleJoinGroup, after either path: "attempt to complete JoinGroup" (every member may be in now)
-            if group.state is GroupState.PREPARING_REBALANCE:
+            if group.state is ClassicGroupState.PREPARING_REBALANCE:
                 self._try_complete_join(group)
 
     def _join_unknown_member(self, group: Group, join: JoinRequest, respond: Respond) -> None:
@@ -433,7 +434,7 @@ class GroupCoordinator:
         new_id = f"{instance_id}-{uuid.uuid4()}"
         old_id = group.current_static_member_id(instance_id)
         if old_id is None:
-            member = Member(new_id, join.client_id, join.session_timeout_ms, join.rebalance_timeout_ms,
+            member = ClassicGroupMember(new_id, join.client_id, join.session_timeout_ms, join.rebalance_timeout_ms,
                             join.protocols, group_instance_id=instance_id)
             self._add_member_and_rebalance(group, member, respond)
         else:
@@ -456,7 +457,7 @@ class GroupCoordinator:
                 return respond(self._join_error(ErrorCode.UNKNOWN_SERVER_ERROR, member_id,
                                                 "a pending member id cannot join with a group_instance_id"))
             self.timers.cancel(("pending", group.group_id, member_id))
-            member = Member(member_id, join.client_id, join.session_timeout_ms, join.rebalance_timeout_ms,
+            member = ClassicGroupMember(member_id, join.client_id, join.session_timeout_ms, join.rebalance_timeout_ms,
                             join.protocols)
             self._add_member_and_rebalance(group, member, respond)
         elif (err := self._validate_current_member(group, member_id, join.group_instance_id)) is not None:
@@ -465,14 +466,14 @@ class GroupCoordinator:
             member = group.members[member_id]
             changed = member.protocols != join.protocols
             member.session_timeout_ms, member.rebalance_timeout_ms = join.session_timeout_ms, join.rebalance_timeout_ms
-            if group.state is GroupState.PREPARING_REBALANCE:
+            if group.state is ClassicGroupState.PREPARING_REBALANCE:
                 self._update_member_and_rebalance(group, member, join.protocols, respond)
-            elif group.state is GroupState.COMPLETING_REBALANCE:
+            elif group.state is ClassicGroupState.COMPLETING_REBALANCE:
                 if changed:
                     self._update_member_and_rebalance(group, member, join.protocols, respond)
                 else:  # Kafka: it may have missed the JoinGroup answer; give it the current generation again
                     respond(self._join_result(group, member))
-            elif group.state is GroupState.STABLE:
+            elif group.state is ClassicGroupState.STABLE:
                 # Kafka: the leader's JoinGroup forces a rebalance, so it can react to changes its
                 # subscription does not show (a topic gained partitions)
                 if group.is_leader(member_id) or changed:
@@ -487,15 +488,15 @@ class GroupCoordinator:
         return answer(error, message, generation_id=-1, member_id=member_id, leader="", protocol_name=None,
                       members=[])
 
-    def _join_result(self, group: Group, member: Member) -> dict:
+    def _join_result(self, group: Group, member: ClassicGroupMember) -> dict:
         return answer(generation_id=group.generation_id, protocol_name=group.protocol_name,
                       leader=group.leader_id, member_id=member.member_id,
                       members=group.leader_view() if group.is_leader(member.member_id) else [])
 
-    def _add_member_and_rebalance(self, group: Group, member: Member, respond: Respond) -> None:
+    def _add_member_and_rebalance(self, group: Group, member: ClassicGroupMember, respond: Respond) -> None:
         member.awaiting_join = respond
         member.is_new = True
-        if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+        if group.state is ClassicGroupState.PREPARING_REBALANCE and group.generation_id == 0:
             group.delayed_join.new_member_added = True  # the initial delay will wait once more
         group.add(member)
         self._heartbeat_deadline(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
@@ -536,18 +537,19 @@ class GroupCoordinator:
         self.on_event("member_replaced", group=group.group_id, member=new_id, replaced=old_id,
                       group_instance_id=join.group_instance_id)
         reason = f"static member {new_id} (instance {join.group_instance_id}) rejoined"
-        if group.state is GroupState.STABLE:
+        if group.state is ClassicGroupState.STABLE:
             if group.select_protocol() == group.protocol_name:
                 self._store_group(group)  # so that a new coordinator knows the new member id
                 member.answer_join(answer(generation_id=group.generation_id, protocol_name=group.protocol_name,
                                           leader=current_leader, member_id=new_id, members=[]))
             else:
                 self._maybe_prepare_rebalance(group, reason + " with a change of protocol")
-        elif group.state is GroupState.COMPLETING_REBALANCE:
+        elif group.state is ClassicGroupState.COMPLETING_REBALANCE:
             self._prepare_rebalance(group, reason)
         # PreparingRebalance: held, like any member that rejoined (Empty and Dead cannot have a known member)
 
-    def _update_member_and_rebalance(self, group: Group, member: Member, protocols, respond: Respond) -> None:
+    def _update_member_and_rebalance(self, group: Group, member: ClassicGroupMember, protocols,
+                                     respond: Respond) -> None:
         member.answer_join(self._join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))  # replaced
         member.protocols = protocols
         member.awaiting_join = respond
@@ -559,20 +561,20 @@ class GroupCoordinator:
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         self._clear_pending_sync(group)
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        if group.state is ClassicGroupState.COMPLETING_REBALANCE:
             # The generation being synced is abandoned: tell those waiting on SyncGroup to rejoin.
             for m in group.members.values():
                 m.assignment = {}
                 m.answer_sync(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
         rebalance_ms = group.rebalance_timeout_ms()
-        if group.state is GroupState.EMPTY:
+        if group.state is ClassicGroupState.EMPTY:
             # Kafka's InitialDelayedJoin: wait for more members before the first generation
             delay = self.config.group_initial_rebalance_delay_ms
             group.delayed_join = DelayedJoin(initial=True, remaining_ms=max(rebalance_ms - delay, 0))
         else:
             delay = rebalance_ms  # Kafka's DelayedJoin: the rebalance timeout
             group.delayed_join = DelayedJoin(initial=False)
-        self._set_state(group, GroupState.PREPARING_REBALANCE, reason=reason)
+        self._set_state(group, ClassicGroupState.PREPARING_REBALANCE, reason=reason)
         self.timers.schedule(("join", group.group_id), delay, lambda: self._join_timer_expired(group))
 
     def _join_timer_expired(self, group: Group) -> None:
@@ -609,7 +611,7 @@ class GroupCoordinator:
         through `_try_complete_join`, which JoinGroup, a member's removal and a
         pending member id's expiry or LeaveGroup call.
         """
-        if group.state is not GroupState.PREPARING_REBALANCE:
+        if group.state is not ClassicGroupState.PREPARING_REBALANCE:
             return
         group.delayed_join = None
         for member in group.not_yet_rejoined():
@@ -628,7 +630,7 @@ class GroupCoordinator:
         was = group.state
         group.init_next_generation()
         self._state_event(group, was, "join complete")
-        if group.state is GroupState.EMPTY:
+        if group.state is ClassicGroupState.EMPTY:
             self._store_group(group)
             return
         for member in group.members.values():
@@ -648,8 +650,8 @@ class GroupCoordinator:
         member that missed a join round is removed if it has not synced
         within the rebalance timeout after the join completed.
         """
-        if generation != group.generation_id or group.state not in (GroupState.COMPLETING_REBALANCE,
-                                                                    GroupState.STABLE):
+        if generation != group.generation_id or group.state not in (ClassicGroupState.COMPLETING_REBALANCE,
+                                                                    ClassicGroupState.STABLE):
             return
         missing = sorted(group.pending_sync)
         if not missing:
@@ -678,12 +680,12 @@ class GroupCoordinator:
                 return respond(answer(err, assignment={}))
             member_id = request["member_id"]
             member = group.members[member_id]
-            if group.state is GroupState.EMPTY:
+            if group.state is ClassicGroupState.EMPTY:
                 return respond(answer(ErrorCode.UNKNOWN_MEMBER_ID, assignment={}))
-            if group.state is GroupState.PREPARING_REBALANCE:
+            if group.state is ClassicGroupState.PREPARING_REBALANCE:
                 return respond(answer(ErrorCode.REBALANCE_IN_PROGRESS, assignment={}))
             group.pending_sync.discard(member_id)
-            if group.state is GroupState.STABLE:
+            if group.state is ClassicGroupState.STABLE:
                 self._heartbeat_deadline(group, member)
                 return respond(answer(assignment=member.assignment))
             # CompletingRebalance: wait for the leader's assignment.
@@ -699,7 +701,7 @@ class GroupCoordinator:
                 for m in group.members.values():
                     m.assignment = given.get(m.member_id, {})
                 self._store_group(group)
-                self._set_state(group, GroupState.STABLE, "leader's assignment received")
+                self._set_state(group, ClassicGroupState.STABLE, "leader's assignment received")
                 for m in group.members.values():
                     m.answer_sync(answer(assignment=m.assignment))
 
@@ -711,10 +713,10 @@ class GroupCoordinator:
             group, err = self._current_member(request)
             if err is not None:
                 return answer(err)
-            if group.state is GroupState.EMPTY:
+            if group.state is ClassicGroupState.EMPTY:
                 return answer(ErrorCode.UNKNOWN_MEMBER_ID)
             self._heartbeat_deadline(group, group.members[request["member_id"]])
-            if group.state is GroupState.PREPARING_REBALANCE:
+            if group.state is ClassicGroupState.PREPARING_REBALANCE:
                 return answer(ErrorCode.REBALANCE_IN_PROGRESS)
             return answer()
 
@@ -729,19 +731,19 @@ class GroupCoordinator:
             group_id, member_id = request.get("group_id"), request.get("member_id")
             instance_id = request.get("group_instance_id")
             group = self.groups.get(group_id) if self.owner_error(group_id) is None else None
-            if group is not None and group.state is not GroupState.DEAD and not member_id \
+            if group is not None and group.state is not ClassicGroupState.DEAD and not member_id \
                     and isinstance(instance_id, str):
                 current = group.current_static_member_id(instance_id)
                 if current is None:
                     return answer(ErrorCode.UNKNOWN_MEMBER_ID)
                 self._remove_member_and_update(group, group.members[current], "removed by its group.instance.id")
                 return answer()
-            if group is not None and group.state is not GroupState.DEAD and member_id in group.pending_members:
+            if group is not None and group.state is not ClassicGroupState.DEAD and member_id in group.pending_members:
                 # Kafka's removePendingMemberAndUpdateGroup: the id was handed out and never used
                 group.pending_members.discard(member_id)
                 self.timers.cancel(("pending", group_id, member_id))
                 self.on_event("member_removed", group=group_id, member=member_id, reason="pending member left")
-                if group.state is GroupState.PREPARING_REBALANCE:
+                if group.state is ClassicGroupState.PREPARING_REBALANCE:
                     self._try_complete_join(group)
                 return answer()
             group, err = self._current_member(request, check_generation=False)
@@ -764,7 +766,7 @@ class GroupCoordinator:
         return (group, None) if err is None else (None, err)
 
     def _member_error(self, group: Group, member_id, generation_id, instance_id=None) -> ErrorCode | None:
-        if group.state is GroupState.DEAD:
+        if group.state is ClassicGroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         err = self._validate_current_member(group, member_id, instance_id)
         if err is not None:
@@ -794,14 +796,14 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
-    def _heartbeat_deadline(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+    def _heartbeat_deadline(self, group: Group, member: ClassicGroupMember, timeout_ms: int | None = None) -> None:
         self.timers.schedule(("heartbeat", group.group_id, member.member_id),
                              member.session_timeout_ms if timeout_ms is None else timeout_ms,
                              lambda: self._session_expired(group, member.member_id))
 
     def _session_expired(self, group: Group, member_id: str) -> None:
         member = group.members.get(member_id)
-        if member is None or group.state is GroupState.DEAD:
+        if member is None or group.state is ClassicGroupState.DEAD:
             return
         if not member.is_new and (member.awaiting_join is not None or member.awaiting_sync is not None):
             self._heartbeat_deadline(group, member)  # a held request keeps it alive (Kafka: not a new member's)
@@ -813,10 +815,10 @@ class GroupCoordinator:
     def _expire_pending(self, group: Group, member_id: str) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            if group.state is GroupState.PREPARING_REBALANCE:
+            if group.state is ClassicGroupState.PREPARING_REBALANCE:
                 self._try_complete_join(group)
 
-    def _remove_member_and_update(self, group: Group, member: Member, reason: str) -> None:
+    def _remove_member_and_update(self, group: Group, member: ClassicGroupMember, reason: str) -> None:
         gone = answer(ErrorCode.UNKNOWN_MEMBER_ID, generation_id=-1, member_id=member.member_id, members=[],
                       assignment={})
         member.answer_join(gone)
@@ -824,9 +826,9 @@ class GroupCoordinator:
         self.timers.cancel(("heartbeat", group.group_id, member.member_id))
         group.remove(member.member_id)
         self.on_event("member_removed", group=group.group_id, member=member.member_id, reason=reason)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+        if group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, f"member {member.member_id}: {reason}")
-        if group.state is GroupState.PREPARING_REBALANCE:
+        if group.state is ClassicGroupState.PREPARING_REBALANCE:
             self._try_complete_join(group)
 
     # -- offsets --------------------------------------------------------------------------
@@ -852,11 +854,11 @@ class GroupCoordinator:
                 if generation >= 0:
                     return answer(ErrorCode.ILLEGAL_GENERATION)
                 group = self.groups[group_id] = Group(group_id)  # offsets without group management
-            elif group.state is GroupState.DEAD:
+            elif group.state is ClassicGroupState.DEAD:
                 return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            elif not (generation < 0 and group.state is GroupState.EMPTY):
+            elif not (generation < 0 and group.state is ClassicGroupState.EMPTY):
                 err = self._member_error(group, member_id, generation, request.get("group_instance_id"))
-                if err is None and group.state is GroupState.COMPLETING_REBALANCE:
+                if err is None and group.state is ClassicGroupState.COMPLETING_REBALANCE:
                     err = ErrorCode.REBALANCE_IN_PROGRESS
                 if err is not None:
                     return answer(err)
@@ -896,11 +898,11 @@ class GroupCoordinator:
                          "protocols": [{"name": n, "metadata": md} for n, md in m.protocols],
                          "assignment": m.assignment} for m in group.members.values()]})
 
-    def _set_state(self, group: Group, to: GroupState, reason: str = "") -> None:
+    def _set_state(self, group: Group, to: ClassicGroupState, reason: str = "") -> None:
         was = group.transition(to)
         self._state_event(group, was, reason)
 
-    def _state_event(self, group: Group, was: GroupState, reason: str) -> None:
+    def _state_event(self, group: Group, was: ClassicGroupState, reason: str) -> None:
         self.on_event("group_state", group=group.group_id, generation=group.generation_id,
                       **{"from": was.value, "to": group.state.value, "reason": reason,
                          "members": len(group.members), "leader": group.leader_id,

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
-class GroupState(enum.Enum):
+class ClassicGroupState(enum.Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
@@ -45,26 +45,25 @@ class GroupState(enum.Enum):
     DEAD = "Dead"
 
     @property
-    def valid_previous(self) -> frozenset[GroupState]:
+    def valid_previous(self) -> frozenset[ClassicGroupState]:
         return _VALID_PREVIOUS[self]
 
 
 #: Kafka's `GroupState.validPreviousStates`: the states a group may come to each state from
-_VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE,
-                                               GroupState.EMPTY}),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.DEAD: frozenset({GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE,
-                                GroupState.EMPTY, GroupState.DEAD}),
+_S = ClassicGroupState
+_VALID_PREVIOUS: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
+    _S.EMPTY: frozenset({_S.PREPARING_REBALANCE}),
+    _S.PREPARING_REBALANCE: frozenset({_S.STABLE, _S.COMPLETING_REBALANCE, _S.EMPTY}),
+    _S.COMPLETING_REBALANCE: frozenset({_S.PREPARING_REBALANCE}),
+    _S.STABLE: frozenset({_S.COMPLETING_REBALANCE}),
+    _S.DEAD: frozenset({_S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD}),
 }
 
 Respond = Callable[[dict], None]
 
 
 @dataclass
-class Member:
+class ClassicGroupMember:
     member_id: str
     client_id: str
     session_timeout_ms: int
@@ -163,24 +162,24 @@ class DelayedJoin:
 @dataclass
 class Group:
     group_id: str
-    state: GroupState = GroupState.EMPTY
+    state: ClassicGroupState = ClassicGroupState.EMPTY
     generation_id: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
+    members: dict[str, ClassicGroupMember] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
     pending_sync: set[str] = field(default_factory=set)  # given this generation, no SyncGroup yet
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> its current member id
     delayed_join: DelayedJoin | None = None  # the join timer's state while PreparingRebalance
 
-    def transition(self, to: GroupState) -> GroupState:
+    def transition(self, to: ClassicGroupState) -> ClassicGroupState:
         if self.state not in to.valid_previous:
             raise InvalidTransition(f"group {self.group_id}: {self.state.value} -> {to.value} is not allowed")
         was, self.state = self.state, to
         return was
 
-    def add(self, member: Member) -> None:
+    def add(self, member: ClassicGroupMember) -> None:
         if member.is_static:
             if member.group_instance_id in self.static_members:  # Kafka throws IllegalStateException
                 raise ValueError(f"group {self.group_id}: instance {member.group_instance_id} is already a member")
@@ -204,7 +203,7 @@ class Group:
         """The member id that holds this `group.instance.id` now (None: no such static member)."""
         return self.static_members.get(instance_id)
 
-    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> ClassicGroupMember:
         """Kafka's `replaceStaticMember`: a restarted static member takes over its entry under a new member id.
 
         Everything else stays: protocols, assignment, and leadership (if the
@@ -247,7 +246,7 @@ class Group:
         return self.leader_id == member_id
 
     def can_rebalance(self) -> bool:
-        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+        return self.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.EMPTY)
 
     def awaiting_join_count(self) -> int:
         return sum(1 for m in self.members.values() if m.awaiting_join is not None)
@@ -255,7 +254,7 @@ class Group:
     def has_all_members_joined(self) -> bool:
         return len(self.members) == self.awaiting_join_count() and not self.pending_members
 
-    def not_yet_rejoined(self) -> list[Member]:
+    def not_yet_rejoined(self) -> list[ClassicGroupMember]:
         return [m for m in self.members.values() if m.awaiting_join is None]
 
     def supports(self, protocols: list[tuple[str, dict]]) -> bool:
@@ -287,10 +286,10 @@ class Group:
         self.generation_id += 1
         if self.members:
             self.protocol_name = self.select_protocol()
-            self.transition(GroupState.COMPLETING_REBALANCE)
+            self.transition(ClassicGroupState.COMPLETING_REBALANCE)
         else:
             self.protocol_name = None
-            self.transition(GroupState.EMPTY)
+            self.transition(ClassicGroupState.EMPTY)
 
     def leader_view(self) -> list[dict]:
         """What the leader gets in its JoinGroup answer: every member's subscription for the chosen protocol.
