@@ -87,7 +87,6 @@ Usage::
 
 from __future__ import annotations
 
-import enum
 import threading
 import time
 from collections.abc import Callable
@@ -110,20 +109,13 @@ from .offsets import commit_offset, fetch_offset
 from .ownership import claim_all, release_all
 from .partition_assignor import ASSIGNORS, AssignmentFailed
 from .registration import register, thread_ids
+from .rules import ConsumerState
 from .streams import PartitionTopicInfo, Stream
 from .view import read_brokers, read_own_subscription, read_view
 from .watches import EventThread, GroupWatches
 from .zkclient import Stopping, TracedZk
 
 Key = tuple[str, int]
-
-
-class ConsumerState(enum.Enum):
-    STARTING = "starting"
-    REBALANCING = "rebalancing"
-    CONSUMING = "consuming"
-    FAILED = "failed"
-    STOPPED = "stopped"
 
 
 class LegacyConsumer:
