@@ -23,6 +23,14 @@ one **fetcher** per owned partition, which queues what it fetches to its
 partition's stream; one **stream iterator** per stream (`streams.py`), the
 application's thread, which processes the chunks in turn.
 
+This module does the requests, the threads and the waiting; what to do is
+decided by `rules.py`, with no I/O (tested without a server): how an attempt
+ended and what follows it (`synced_rebalance_step`), which positions a
+commit writes (`commit_offsets_due`), when the next auto-commit tick is due
+(`auto_commit_wait`), what a session-state change does
+(`process_state_changed`), and where a claimed partition starts
+(`start_position`).
+
 One rebalance attempt (`_rebalance`, ZookeeperConsumerConnector L636-704), in
 0.8.2.2's order; `view.py` lists the reads and their number:
 
@@ -87,14 +95,13 @@ Usage::
 
 from __future__ import annotations
 
-import enum
+import itertools
 import threading
 import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from kazoo.protocol.states import KazooState
 
 from lab_cluster.broker import zk_layout as L
 from lab_cluster.broker.client import find_leader
@@ -103,27 +110,18 @@ from lab_cluster.host_health import kazoo_logger
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient, WireError
 
-from . import znodes
+from . import rules, znodes
 from .config import ConsumerConfig
 from .fetching import PartitionFetcher
 from .offsets import commit_offset, fetch_offset
 from .ownership import claim_all, release_all
 from .partition_assignor import ASSIGNORS, AssignmentFailed
 from .registration import register, thread_ids
+from .rules import ConsumerState, Key
 from .streams import PartitionTopicInfo, Stream
 from .view import read_brokers, read_own_subscription, read_view
 from .watches import EventThread, GroupWatches
 from .zkclient import Stopping, TracedZk
-
-Key = tuple[str, int]
-
-
-class ConsumerState(enum.Enum):
-    STARTING = "starting"
-    REBALANCING = "rebalancing"
-    CONSUMING = "consuming"
-    FAILED = "failed"
-    STOPPED = "stopped"
 
 
 class LegacyConsumer:
@@ -150,8 +148,7 @@ class LegacyConsumer:
         self._shutting_down = threading.Event()     # isShuttingDown
         self._closing = False  # its own session is being closed (`stop`): the LOST that follows is no expiry
         self._give_up = threading.Event()           # stop(): requests waiting for a connection give up
-        self._suspended = False
-        self._expired = False
+        self._session = rules.Session()             # SUSPENDED or LOST since the last connection
         session_s = config.zookeeper_session_timeout_ms / 1000
         # kazoo's logger, metered: the host reports how this session's pings went (`lab_cluster/host_health.py`)
         self.kazoo = KazooClient(hosts=config.zookeeper_connect, timeout=session_s, logger=kazoo_logger())
@@ -245,19 +242,15 @@ class LegacyConsumer:
     def _on_session_state(self, state) -> None:
         # kazoo calls this from its connection thread: record and queue, never a request here.
         self.trace.record("zk_session", member=self.consumer_id, zk_state=state)
-        if state == KazooState.SUSPENDED:
-            self._suspended = True  # 0.8: nothing; the fetchers go on
-        elif state == KazooState.LOST:
-            self._expired = True
-            if not self._closing:  # kazoo reports its own close as LOST; 0.8's ZkClient.close() expires nothing
+        self._session, todo = rules.process_state_changed(self._session, state, closing=self._closing)
+        for action in todo:
+            if action == rules.SESSION_EXPIRED:
                 self.trace.record("session_expired", member=self.consumer_id)
-        elif state == KazooState.CONNECTED:
-            if self._expired:
-                self._expired = self._suspended = False
+            elif action == rules.HANDLE_NEW_SESSION:
                 self.events.send("handleNewSession", self._handle_new_session)
+            elif action == rules.FIRE_ALL_EVENTS:
                 self.watches.fire_all()
-            elif self._suspended:
-                self._suspended = False
+            elif action == rules.REWATCH:
                 self.watches.rewatch()
 
     def _handle_new_session(self) -> None:
@@ -295,22 +288,24 @@ class LegacyConsumer:
             if self._shutting_down.is_set():
                 return
             self.rebalances += 1
-            for attempt in range(1, self.config.rebalance_max_retries + 1):
+            for attempt in itertools.count(1):
                 self._set_state(ConsumerState.REBALANCING)
                 self.trace.record("rebalance_begin", member=self.consumer_id, attempt=attempt)
                 try:
                     read_brokers(self.zk, self.watches)  # getCluster: 0.8 hands it to the fetcher, which reads none
-                    done = self._rebalance()
-                    outcome = "ok" if done else "conflict"
+                    outcome = rules.attempt_outcome(self._rebalance())
                 except (KazooException, AssignmentFailed, KeyError, ValueError) as exc:
-                    done, outcome = False, f"error:{type(exc).__name__}"  # 0.8: any Throwable fails the attempt
+                    outcome = rules.attempt_outcome(False, exc)  # 0.8: any Throwable fails the attempt
                 self.trace.record("rebalance_end", member=self.consumer_id, attempt=attempt, outcome=outcome)
-                if done:
+                then = rules.synced_rebalance_step(attempt, outcome, self.config.rebalance_max_retries)
+                if then is ConsumerState.CONSUMING:
                     self._set_state(ConsumerState.CONSUMING)
                     return
                 self._close_fetchers()  # closeFetchersForQueues: stop, commit the registry (if auto-commit)
                 if self._shutting_down.wait(self.config.rebalance_backoff_ms / 1000):
                     return
+                if then is ConsumerState.FAILED:
+                    break
             self.trace.record("rebalance_failed", member=self.consumer_id,
                               attempts=self.config.rebalance_max_retries)
             self._set_state(ConsumerState.FAILED)
@@ -346,9 +341,8 @@ class LegacyConsumer:
         brokers = read_brokers(self.zk, self.watches) if decision else {}
         with self._lock:
             for key, thread_id in decision.items():
-                position = committed[key]
-                if position is None:
-                    position = self._reset_position(key, brokers)
+                position = rules.start_position(committed[key], self.config.auto_offset_reset,
+                                                lambda key=key: self._log_end(key, brokers))
                 self._checkpointed[key] = position
                 info = PartitionTopicInfo(key[0], key[1], thread_id, consumed=position)
                 fetcher = PartitionFetcher(info, self._streams[thread_id], brokers,
@@ -359,20 +353,18 @@ class LegacyConsumer:
                 self._registry[key] = info
                 self._fetchers[key] = fetcher.start()
 
-    def _reset_position(self, key: Key, brokers: dict[int, tuple[str, int]]) -> int:
-        """`auto.offset.reset`: smallest is the log's start (0); largest, where the leader's log ends now."""
-        if self.config.auto_offset_reset == "smallest":
-            return 0
+    def _log_end(self, key: Key, brokers: dict[int, tuple[str, int]]) -> int | None:
+        """Where the leader's log of `key` ends now (`auto.offset.reset` largest); None if it cannot be asked."""
         leader = find_leader(brokers, *key)
-        if leader is not None:
-            client = WireClient(*leader, timeout_s=5)
-            try:
-                return client.call("ListOffsets", topic=key[0], partition=key[1], which="latest")["offset"]
-            except (ConnectionError, WireError):
-                pass
-            finally:
-                client.close()
-        return 0
+        if leader is None:
+            return None
+        client = WireClient(*leader, timeout_s=5)
+        try:
+            return client.call("ListOffsets", topic=key[0], partition=key[1], which="latest")["offset"]
+        except (ConnectionError, WireError):
+            return None
+        finally:
+            client.close()
 
     def _stop_fetchers(self) -> None:
         with self._lock:
@@ -397,11 +389,9 @@ class LegacyConsumer:
         since the last one written (each waits for a connection, as all 0.8's writes do)."""
         with self._lock:
             snapshot = {key: (info.consumed, info.thread_id) for key, info in self._registry.items()}
-        for key, (position, thread_id) in sorted(snapshot.items()):
-            if self._checkpointed.get(key) != position:
-                commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id,
-                              why=why)
-                self._checkpointed[key] = position
+        for key, position, thread_id in rules.commit_offsets_due(snapshot, self._checkpointed):
+            commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id, why=why)
+            self._checkpointed[key] = position
 
     def _auto_commit_loop(self) -> None:
         """0.8's auto-commit, `scheduleAtFixedRate`: a tick every interval from the start; ticks that fell due
@@ -409,15 +399,15 @@ class LegacyConsumer:
         if not self.config.auto_commit_enable:
             return
         interval = self.config.auto_commit_interval_ms / 1000
-        next_tick = time.monotonic() + interval
-        while not self._shutting_down.wait(max(0.0, next_tick - time.monotonic())):
+        start, ticks_run = time.monotonic(), 0
+        while not self._shutting_down.wait(rules.auto_commit_wait(start, interval, ticks_run, time.monotonic())):
             try:
                 self._commit_offsets("auto-commit")
             except Stopping:
                 return
             except KazooException as exc:  # 0.8: error("exception during autoCommit"), and the next tick
                 self.trace.record("commit_error", member=self.consumer_id, error=type(exc).__name__)
-            next_tick += interval
+            ticks_run += 1
 
     def _set_state(self, state: ConsumerState) -> None:
         if state is not self.state:
