@@ -96,6 +96,8 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("controller_elected", ("broker", "controller_epoch"), "a broker became the controller"),
     EventKind("leader_elected", ("broker", "topic", "partition", "leader"), "the controller chose a leader"),
     EventKind("leader_seen", ("broker", "topic", "partition", "leader"), "a broker learnt a partition's leader"),
+    EventKind("plugin_stop_failed", ("broker", "plugin", "error"),
+              "a broker plug-in's stop raised; the broker went on stopping (its registration still goes)"),
     EventKind("coordinator_request", ("broker", "api", "group"), "a group API request reached a coordinator"),
     EventKind("kafka_request", ("broker", "api", "version", "client", "error"),
               "a request on the broker's Kafka listener was answered (`error`: the first error code in the answer)"),

@@ -11,9 +11,12 @@ leadership moves (`partition_log.py`), and the RocketMQ and TubeMQ designs
 name a queue after its current leader. So the offsets are kept the same way
 as the log, beside it: `<logs_dir>/<topic>-<partition>.<system>-offsets.json`,
 {group: offset}. The broker that leads the partition writes it every 5 s
-(`flush_every`), and once more when it stops leading it; a broker that starts
-leading it forgets what it held of that partition and, for a group it has no
-offset for, reads the file (`load`). A broker that dies loses what it had not
+(`flush_every`), once more when it stops leading it and when it shuts down,
+each time only the offsets committed to it since its last write (an offset it
+read from the file is never written back over a fresher one); a broker that
+starts leading it forgets what it held of that partition and, for a group it
+has no offset for, reads the file (`load`). Two brokers write one file only
+while its leadership moves: a lock file makes each write whole. A broker that dies loses what it had not
 flushed, as a real one's crash does, and nothing more: the new leader goes on
 from the offsets of at most 5 s before. This is the lab's departure: the real
 systems' offsets come back when the broker does, the lab's move with the
@@ -29,6 +32,7 @@ leader.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -63,15 +67,20 @@ class PartitionOffsets:
         if not offsets:
             return
         path = self.path(topic, partition)
-        with self._lock:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, open(path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another broker's write of this file (a leadership moving) waits
             merged = {**self.load(topic, partition), **offsets}
-            path.parent.mkdir(parents=True, exist_ok=True)
             temp = path.with_suffix(f".{os.getpid()}.tmp")
             temp.write_text(json.dumps(merged, sort_keys=True))
             temp.replace(path)
 
 
-def flush_every(stop: threading.Event, flush: Callable[[], None], interval_ms: int = FLUSH_INTERVAL_MS) -> None:
-    """Call `flush()` every `interval_ms` until `stop` is set (a broker plug-in's daemon thread)."""
-    while not stop.wait(interval_ms / 1000):
+def flush_every(stop: threading.Event, flush: Callable[[], None], interval_ms: int = FLUSH_INTERVAL_MS, *,
+                first_ms: int | None = None) -> None:
+    """Call `flush()` `first_ms` after the start (default: one interval), then every `interval_ms`, until `stop` is
+    set (a broker plug-in's daemon thread)."""
+    wait_ms = interval_ms if first_ms is None else first_ms
+    while not stop.wait(wait_ms / 1000):
         flush()
+        wait_ms = interval_ms

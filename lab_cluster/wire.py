@@ -340,8 +340,11 @@ class WireClient(_Client):
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self._next_cid = 0
+        self._retired = False  # `close(retire=True)`: no request is sent any more
 
     def request(self, api: str, version: int = 1, *, timeout_s: float | None = None, **body) -> dict:
+        if self._retired:
+            raise ConnectionError(f"{api} to {self.address[0]}:{self.address[1]}: this client was closed for good")
         with self._lock:
             self._next_cid += 1
             frame = {"api": api, "version": version, "correlation_id": self._next_cid,
@@ -372,9 +375,12 @@ class WireClient(_Client):
             finally:
                 self._sock = None
 
-    def close(self) -> None:
+    def close(self, *, retire: bool = False) -> None:
         """Close the connection at once: a request waiting for its answer on another thread fails now (as a
-        Java client's disconnect fails its in-flight requests), not when its timeout runs out."""
+        Java client's disconnect fails its in-flight requests), not when its timeout runs out. `retire`: and
+        refuse every later request (ConnectionError) rather than connect again, for a server that is no longer
+        the one to ask (a coordinator marked unknown): a thread that took the client before cannot reach it."""
+        self._retired = self._retired or retire
         sock = self._sock
         if sock is not None:
             try:

@@ -112,7 +112,7 @@ from lab_cluster.wire import WireClient, WireError
 
 from . import rules, znodes
 from .config import ConsumerConfig
-from .fetching import PartitionFetcher
+from .fetching import LeaderFinder, PartitionFetcher
 from .offsets import commit_offset, fetch_offset
 from .ownership import claim_all, release_all
 from .partition_assignor import ASSIGNORS, AssignmentFailed
@@ -141,6 +141,9 @@ class LegacyConsumer:
         self._registry: dict[Key, PartitionTopicInfo] = {}  # topicRegistry: partition -> its offsets
         self._fetchers: dict[Key, PartitionFetcher] = {}    # the fetcher manager's partitions
         # createMessageStreams: one stream (queue and iterator) per thread id
+        # the fetchers' one leader finder (0.8's LeaderFinderThread): the brokers from ZooKeeper, once a round
+        self._leader_finder = LeaderFinder(lambda: read_brokers(self.zk, self.watches),
+                                           config.refresh_leader_backoff_ms)
         self._streams = {tid: Stream(tid, trace, processing_ms=config.lab_processing_ms,
                                      max_chunks=config.queued_max_message_chunks) for tid in self.thread_ids}
         self._checkpointed: dict[Key, int] = {}     # checkpointedZkOffsets: the last offset written per partition
@@ -345,9 +348,7 @@ class LegacyConsumer:
                                                 lambda key=key: self._log_end(key, brokers))
                 self._checkpointed[key] = position
                 info = PartitionTopicInfo(key[0], key[1], thread_id, consumed=position)
-                fetcher = PartitionFetcher(info, self._streams[thread_id], brokers,
-                                           read_brokers=lambda: read_brokers(self.zk, self.watches),
-                                           refresh_leader_backoff_ms=self.config.refresh_leader_backoff_ms,
+                fetcher = PartitionFetcher(info, self._streams[thread_id], brokers, finder=self._leader_finder,
                                            max_records=self.config.fetch_max_records,
                                            max_wait_ms=self.config.fetch_wait_max_ms)
                 self._registry[key] = info

@@ -5,16 +5,18 @@ fetched offset and queues them, one chunk per fetch, to the stream that
 owns the partition (`streams.py`: the stream's iterator processes them),
 waiting while that stream's queue is full. It finds the leader with a
 `Metadata` request to the brokers it was started with. After an error
-(NOT_LEADER_OR_FOLLOWER, a broken connection) it finds it again as 0.8's
-`LeaderFinderThread` does: the brokers read again from ZooKeeper (each try's
-reads are counted as the consumer's; they wait for a connection as every 0.8
-read does, so a consumer cut off from ZooKeeper cannot follow a leader), then
-`Metadata`; the first try at once, the next `refresh.leader.backoff.ms`
-(200 ms) after the one before.
+(NOT_LEADER_OR_FOLLOWER, a broken connection) it finds it again through the
+consumer's one `LeaderFinder`, as 0.8's `LeaderFinderThread`: the brokers
+read again from ZooKeeper once a round for all the partitions that lost
+their leader (the reads are the consumer's; they wait for a connection as
+every 0.8 read does, so a consumer cut off from ZooKeeper cannot follow a
+moved leader), then `Metadata`; a round every `refresh.leader.backoff.ms`
+(200 ms) at most. (0.8 sends one Metadata request a round for them all, the
+lab one per partition: brokers' requests, not ZooKeeper's.)
 
-It never looks at ZooKeeper: whatever the consumer's session is doing
-(SUSPENDED, even expired), an owned partition keeps being fetched until the
-rebalance thread stops this fetcher.
+Otherwise it never looks at ZooKeeper: whatever the consumer's session is
+doing (SUSPENDED, even expired), an owned partition keeps being fetched until
+the rebalance thread stops this fetcher.
 """
 
 from __future__ import annotations
@@ -28,17 +30,41 @@ from lab_cluster.wire import ErrorCode, WireClient, WireError
 
 from .streams import PartitionTopicInfo, Stream
 
+Brokers = dict[int, tuple[str, int]]
+
+
+class LeaderFinder:
+    """A consumer's leader finder (0.8's `LeaderFinderThread`, shared by its fetchers): `brokers()` reads them
+    from ZooKeeper once a round, `refresh.leader.backoff.ms`, however many partitions ask within it."""
+
+    def __init__(self, read_brokers: Callable[[], Brokers], refresh_leader_backoff_ms: int = 200):
+        self.read_brokers = read_brokers
+        self.backoff_s = refresh_leader_backoff_ms / 1000
+        self._lock = threading.Lock()
+        self._brokers: Brokers | None = None
+        self._read_at = float("-inf")
+
+    def brokers(self) -> Brokers | None:
+        """The brokers of this round (read now if the last round is over); None if the read failed."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._read_at >= self.backoff_s:
+                self._read_at = now
+                try:
+                    self._brokers = self.read_brokers()
+                except Exception:  # noqa: BLE001 - 0.8: "Failed to find leader", and the next round
+                    self._brokers = None
+            return None if self._brokers is None else dict(self._brokers)
+
 
 class PartitionFetcher:
-    def __init__(self, info: PartitionTopicInfo, stream: Stream, brokers: dict[int, tuple[str, int]], *,
-                 read_brokers: Callable[[], dict[int, tuple[str, int]]] | None = None,
-                 refresh_leader_backoff_ms: int = 200, max_records: int = 500, max_wait_ms: int = 100):
+    def __init__(self, info: PartitionTopicInfo, stream: Stream, brokers: Brokers, *,
+                 finder: LeaderFinder | None = None, max_records: int = 500, max_wait_ms: int = 100):
         self.info, self.stream = info, stream
         self.topic, self.partition = info.topic, info.partition
         self.thread_id = info.thread_id
         self.brokers = dict(brokers)
-        self.read_brokers = read_brokers
-        self.refresh_leader_backoff_s = refresh_leader_backoff_ms / 1000
+        self.finder = finder
         self.max_records, self.max_wait_ms = max_records, max_wait_ms
         self._lost_leader = False  # the next lookup is the leader finder's, with the brokers read again
         self._next_lookup = 0.0   # monotonic time before which the leader finder does not try again
@@ -63,12 +89,12 @@ class PartitionFetcher:
             # `LeaderFinderThread.doWork`: the brokers from ZooKeeper, Metadata, then it sleeps the back-off
             if self._stop.wait(max(0.0, self._next_lookup - time.monotonic())):
                 return None
-            self._next_lookup = time.monotonic() + self.refresh_leader_backoff_s
-            if self.read_brokers is not None:
-                try:
-                    self.brokers = self.read_brokers()
-                except Exception:  # noqa: BLE001 - 0.8: "Failed to find leader", and the next round
+            if self.finder is not None:
+                self._next_lookup = time.monotonic() + self.finder.backoff_s
+                brokers = self.finder.brokers()
+                if brokers is None:
                     return None
+                self.brokers = brokers
         leader = find_leader(self.brokers, self.topic, self.partition)
         if leader is None:
             self._lost_leader = True

@@ -24,7 +24,12 @@ application), so its `processed` event may come after the clear.
     chunk of p0 (fetcher 0) ─┘   full: the fetcher waits      each handed out advances its consumed offset
 
 Departure, stated: a chunk is one fetch's records (up to `fetch.max.records`,
-the lab's count where 0.8 has `fetch.message.max.bytes`).
+the lab's count where 0.8 has `fetch.message.max.bytes`). Two quirks of 0.8's
+iterator are not modelled because no lab chunk can show them (a chunk starts
+at the fetched offset, never below the consumed one, and a new fetcher starts
+from the consumed offset): it resets the consumed offset to a chunk's fetch
+offset when it lags it, and it hands out a chunk's last message even when it
+is below the consumed offset.
 """
 
 from __future__ import annotations

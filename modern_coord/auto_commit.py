@@ -22,12 +22,14 @@ The timer, as Kafka's (`auto.commit.interval.ms`, `retry.backoff.ms`)::
     (False, True)
 
 Departure, stated: one auto-commit is in flight at a time, and one that
-falls due meanwhile goes as soon as the answer comes. That is the KIP-848
-consumer's rule (`AutoCommitState.shouldAutoCommit`). The classic Java
-consumer would send it anyway, queued behind the first on the one
-coordinator connection; the lab's connection carries one request at a time.
-Either way, a commit that waits carries the latest positions when it goes.
-With a coordinator that does not answer, both time out.
+falls due meanwhile goes as soon as the answer comes, with the positions of
+that moment. That is the KIP-848 consumer's rule
+(`AutoCommitState.shouldAutoCommit`). The classic Java consumer sends it
+anyway, with the positions of the moment it falls due, queued behind the
+first on the one coordinator connection (the lab's connection carries one
+request at a time); with a coordinator that does not answer, both time out.
+Java's classic consumer also applies a failure's back-off when its callback
+runs, at the next poll, where the lab applies it when the answer comes.
 
 A failure that must stop the consumer (FENCED_INSTANCE_ID for the generation
 it holds) is kept and raised by the poll loop at its next turn, as Java's

@@ -43,10 +43,10 @@ class CoordinatorLink:
             if self._coordinator is None:
                 return
             self._coordinator = None
-            for client in (self._coord_client, self._hb_client):
-                if client is not None:
-                    client.close()
+            clients = [c for c in (self._coord_client, self._hb_client) if c is not None]
             self._coord_client = self._hb_client = None
+        for client in clients:  # outside the lock: a client still connecting holds its own lock a while
+            client.close(retire=True)
         self.trace.record("coordinator_lost", reason=why)
 
     def _ensure_coordinator(self) -> bool:

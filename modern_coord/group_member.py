@@ -9,7 +9,7 @@ rebalance (`_rebalance`), and
   (timing in `heartbeat.py`) while the member has a generation
   (COMPLETING_REBALANCE or STABLE), and turns each answer into a request to
   the poll loop (`_handle_heartbeat_response`, as the Java client's
-  `HeartbeatResponseHandler`, by the error policy below). An answer that
+  `HeartbeatResponseHandler`, by the error policy, `error_policy.py`). An answer that
   belongs to the past is ignored (and counts as answered): a
   REBALANCE_IN_PROGRESS while the member is not STABLE belongs to the
   rebalance already under way, and ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID
@@ -17,7 +17,11 @@ rebalance (`_rebalance`), and
   whole session (checked while a heartbeat is in flight too, as Java's
   thread does not wait on its heartbeat) it marks the coordinator unknown and
   finds it again, looking it up itself as Java's heartbeat thread does; the
-  session starts again when the coordinator is found. When the application has not polled for
+  session starts again when the coordinator is found. Departure, stated:
+  while a heartbeat is in flight the lab's thread waits for its answer
+  (no longer than the session has left), so meanwhile it neither checks
+  `max.poll.interval.ms` nor sends another heartbeat; Java's thread checks
+  both every `retry.backoff.ms`. When the application has not polled for
   `max.poll.interval.ms`, it leaves the group (LeaveGroup, generation and
   member id reset, heartbeats stop) so that the others can go on; a static
   member sends no LeaveGroup (below).

@@ -83,8 +83,8 @@ is synchronous in the poll loop, which fetches nothing meanwhile (Kafka
 commits asynchronously and goes on fetching the partitions it keeps, pausing
 only the revoked ones); a commit sends only the positions that moved since
 the last accepted one, as the lab's classic consumer does (Kafka sends every
-consumed position); while no coordinator is known a commit is recorded as
-failed and retried after `retry.backoff.ms` with no growth (Kafka queues it
+consumed position); while no coordinator is known a commit before a
+revocation is recorded as failed and retried after `retry.backoff.ms` with no growth (Kafka queues it
 until a coordinator is found, and backs off exponentially with jitter); the
 commit on close is tried once, after the heartbeat thread has stopped (Kafka
 retries it until the close times out, heartbeating meanwhile). None of these
@@ -165,7 +165,8 @@ class Kip848Consumer(CoordinatorLink):
         self._lookup_lock = threading.Lock()
         self._stop = threading.Event()
         # wakes the heartbeat thread: a state change (an acknowledgement or a leave to send), or stopping. Kafka's
-        # application thread wakes its network thread so (its `wakeup`); without it an ack waited for the tick
+        # heartbeat manager sends an acknowledgement at once (`shouldHeartbeatNow`); without this, it waited for
+        # the thread's next tick
         self._wake_heartbeat = threading.Event()
         self._assignment: list[TopicPartition] = []  # what the member owns (Kafka's subscription state)
         self._positions: dict[TopicPartition, int] = {}
@@ -242,7 +243,7 @@ class Kip848Consumer(CoordinatorLink):
             self.trace.record("rebalance_end", member=m.member_id, generation=m.member_epoch, outcome=outcome,
                               rebalance=self.rebalances)
         self.trace.record("consumer_state", member=m.member_id, generation=m.member_epoch, state=new.value)
-        self._wake_heartbeat.set()  # an ACKNOWLEDGING or LEAVING member's heartbeat goes at once
+        self._wake_heartbeat.set()  # an ACKNOWLEDGING or LEAVING member's heartbeat goes at once (shouldHeartbeatNow)
         self._changed()
 
     def epoch_updated(self, epoch: int, member_id: str) -> None:
@@ -513,8 +514,11 @@ class Kip848Consumer(CoordinatorLink):
                               error=error.name if error is not None else "NETWORK_EXCEPTION")
 
     def _maybe_auto_commit(self) -> None:
-        """Kafka's `maybeAutoCommitAsync`: the commit goes on its own thread; the poll loop does not wait."""
-        if self.config.enable_auto_commit:
+        """Kafka's `maybeAutoCommitAsync`: the commit goes on its own thread; the poll loop does not wait. While no
+        coordinator is known it waits, due, for one (Kafka's `CommitRequestManager.poll` returns early)."""
+        with self._lock:
+            coordinator_known = self._coord_client is not None
+        if self.config.enable_auto_commit and coordinator_known:
             self.auto_commit.maybe_commit(monotonic_ms())
 
     def _commit_before_revocation(self) -> None:

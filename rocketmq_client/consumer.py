@@ -183,7 +183,8 @@ class PushConsumer:
         self._persist_all("stop")
         self.instance.unregister_client(self.group)
         self.trace.record("revoked", member=self.client_id, partitions=[[mq[0], mq[2]] for mq, _ in held])
-        self.instance.close()
+        self.instance.close()  # fails a pull still waiting for its answer, at once
+        pull.join(max(0.0, deadline - time.monotonic()))  # so that nothing is traced after `consumer_stop`
         self._set_state(ServiceState.SHUTDOWN_ALREADY)
         self.trace.record("consumer_stop", member=self.client_id)
 
@@ -361,11 +362,15 @@ class PushConsumer:
         try:
             records = self.instance.pull(self.group, mq, pq.offset, self.config.pull_batch_size, commit_offset)
         except (ConnectionError, BrokerRefused) as exc:
+            if self._stop.is_set():
+                return False  # the shutdown closed the channel under it
             self.trace.record("rocketmq_request_failed", member=self.client_id, api="PULL_MESSAGE", broker=mq[1],
                               error=f"{exc.__class__.__name__}: {exc}")  # `PullCallback.onException` logs it
             return self._pull_later(pq)
         finally:
             self._pulling = False
+        if self._stop.is_set():
+            return False  # answered after the shutdown began: nothing more is consumed or traced
         if commit_offset is not None and commit_offset != pq.last_pull_commit:
             # traced once per offset it carried (an idle queue's pulls carry the same one again and again)
             pq.last_pull_commit = commit_offset

@@ -536,7 +536,7 @@ def test_after_a_fetch_error_the_leader_finder_reads_the_brokers_from_zookeeper_
     """0.8's `LeaderFinderThread`: each try reads the brokers from ZooKeeper (`getAllBrokersInCluster`) before
     its Metadata request. A fetcher started with a broker list that is gone finds the leader through them."""
     from lab_cluster.ports import free_port
-    from legacy_zk.fetching import PartitionFetcher
+    from legacy_zk.fetching import LeaderFinder, PartitionFetcher
     from legacy_zk.streams import PartitionTopicInfo, Stream
 
     _start_producer(cluster, rate=40)
@@ -550,7 +550,8 @@ def test_after_a_fetch_error_the_leader_finder_reads_the_brokers_from_zookeeper_
     with TraceRecorder(cluster.dir, trial="t", design="zookeeper", actor="c1") as trace:
         info = PartitionTopicInfo("t", 0, "c1-0", consumed=0)
         stream = Stream("c1-0", trace).start()
-        fetcher = PartitionFetcher(info, stream, {9: ("127.0.0.1", free_port())}, read_brokers=read_brokers).start()
+        fetcher = PartitionFetcher(info, stream, {9: ("127.0.0.1", free_port())},
+                                   finder=LeaderFinder(read_brokers)).start()
         try:
             wait_for(lambda: info.consumed >= 3, "partition 0 to be fetched through the brokers read again")
         finally:

@@ -1,4 +1,5 @@
-"""Kafka 0.8's streams (`legacy_zk/streams.py`): the partitions of one stream are processed one chunk at a time.
+"""Kafka 0.8's streams (`legacy_zk/streams.py`): the partitions of one stream are processed one chunk at a time;
+and its leader finder (`legacy_zk/fetching.py`), one per consumer.
 
 No server: two fetchers' chunks go through one stream's queue, as two owned
 partitions' do in a 0.8 consumer with one stream.
@@ -70,3 +71,16 @@ def test_a_clear_drops_what_was_fetched_and_not_handed_out(tmp_path):
         stream.start()
         stream.stop()
     assert info.consumed == 3 and trace_events(tmp_path, "c1", "processed") == []
+
+
+def test_one_leader_finder_reads_the_brokers_once_a_round_for_every_partition():
+    """0.8 has one LeaderFinderThread per consumer: the partitions that lost their leader within one round share
+    its ZooKeeper read of the brokers."""
+    from legacy_zk.fetching import LeaderFinder
+
+    reads = []
+    finder = LeaderFinder(lambda: reads.append(1) or {1: ("127.0.0.1", 9092)}, refresh_leader_backoff_ms=60_000)
+    assert [finder.brokers() for _ in range(4)] == [{1: ("127.0.0.1", 9092)}] * 4 and len(reads) == 1
+    every_time = LeaderFinder(lambda: reads.append(1) or {}, refresh_leader_backoff_ms=0)
+    every_time.brokers(), every_time.brokers()
+    assert len(reads) == 3

@@ -98,7 +98,7 @@ class Coordinator:
         answer = queue.pop(0) if len(queue) > 1 else queue[0]
         return {"error_code": 0, **answer}
 
-    def close(self):
+    def close(self, retire=False):
         pass
 
     def apis(self):

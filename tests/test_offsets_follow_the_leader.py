@@ -18,7 +18,7 @@ from conftest import InProcessMembers, _start_producer, _wait_produced, trace_ev
 
 from experiments.engine.families import FAMILIES
 from lab_cluster.broker.admin import leaders
-from lab_cluster.partition_offsets import FLUSH_INTERVAL_MS
+from lab_cluster.partition_offsets import FLUSH_INTERVAL_MS, PartitionOffsets
 
 #: each design's member: it holds every partition, and notices a moved partition within about a second
 SETTINGS = {"rocketmq": {"rocketmq.client.rebalance.waitInterval": "1000", "pollNameServerInterval": "1000"},
@@ -39,13 +39,17 @@ def test_a_partition_whose_leader_dies_is_read_on_from_its_flushed_offset(cluste
         members.add("c1")
         wait_for(lambda: all(len(_processed(cluster, p)) >= 10 for p in range(4)), "c1 to process every partition",
                  timeout_s=90)
-        time.sleep(FLUSH_INTERVAL_MS / 1000 + 1.5)  # a flush of the offsets c1 reached
         moved, victim = next((p, leader) for p, leader in sorted(leaders(cluster.zk, "t").items()) if leader > 0)
+        # a flush of the offsets c1 reached (RocketMQ's first comes 10 s after its broker started, then every 5 s)
+        flushed = PartitionOffsets(cluster.dir / "logs", design)
+        wait_for(lambda: flushed.load("t", moved).get("g", 0) > 0, f"partition {moved}'s offset to be flushed",
+                 timeout_s=30)
+        time.sleep(FLUSH_INTERVAL_MS / 1000)  # and one more, nearer the kill
         kill_ns = time.monotonic_ns()  # the traces' clock
         cluster.brokers[victim].kill()
-        before = max(_processed(cluster, moved, before_ns=kill_ns))
         wait_for(lambda: _processed(cluster, moved, kill_ns), f"partition {moved} to be read again, from its new "
                  "leader", timeout_s=90)
+        before = max(_processed(cluster, moved, before_ns=kill_ns))  # now that the trace holds all of them
         resumed_at = min(_processed(cluster, moved, kill_ns))
         # from where the dead broker's last flush left it (at most 5 s of records before `before`), not from 0
         assert 0 < resumed_at <= before + 1, (resumed_at, before)

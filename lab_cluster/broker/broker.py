@@ -120,7 +120,11 @@ class Broker:
         """Leave gracefully: stop the plug-ins, close the session (the registration goes at once), stop serving."""
         for plugin in self.plugins:
             if hasattr(plugin, "stop"):
-                plugin.stop()
+                try:
+                    plugin.stop()
+                except Exception as exc:  # noqa: BLE001 - one plug-in's failure must not keep the broker registered
+                    self.record("plugin_stop_failed", plugin=type(plugin).__name__,
+                                error=f"{type(exc).__name__}: {exc}")
         if self.zk is not None:
             self.zk.stop()
             self.zk.close()

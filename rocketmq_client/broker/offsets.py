@@ -19,6 +19,15 @@ states it).
     >>> offsets.commit_offset("g", "t", 0, 17)   # another client, an older position: accepted
     >>> offsets.query_offset("g", "t", 0), offsets.query_offset("g", "t", 1)
     (17, None)
+
+What a flush writes is what was committed since the last one, never an
+offset read back from the flushed file (`loader`)::
+
+    >>> offsets.take_committed("t", 0), offsets.take_committed("t", 0)
+    ({'g': 17}, {})
+    >>> loaded = ConsumerOffsetManager(loader=lambda topic, queue_id: {"g": 5})
+    >>> loaded.query_offset("g", "t", 0), loaded.take_committed("t", 0)
+    (5, {})
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ class ConsumerOffsetManager:
     def __init__(self, loader: Callable[[str, int], dict[str, int]] | None = None):
         self.offsets: dict[str, dict[int, int]] = {}  # "topic@group" -> {queue id: offset}
         self.loader = loader
+        self._dirty: set[tuple[str, int]] = set()  # ("topic@group", queue id) committed since the last flush
         self._lock = threading.Lock()
 
     @staticmethod
@@ -45,6 +55,7 @@ class ConsumerOffsetManager:
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:
             self.offsets.setdefault(self.key(group, topic), {})[queue_id] = offset
+            self._dirty.add((self.key(group, topic), queue_id))
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         with self._lock:
@@ -56,12 +67,14 @@ class ConsumerOffsetManager:
                     stored = self.offsets.setdefault(self.key(group, topic), {}).setdefault(queue_id, stored)
         return stored
 
-    def queue_offsets(self, topic: str, queue_id: int) -> dict[str, int]:
-        """{group: offset} of one queue, as held in memory (what a flush writes)."""
+    def take_committed(self, topic: str, queue_id: int) -> dict[str, int]:
+        """{group: offset} of one queue committed since the last call (what a flush writes: never an offset
+        read from the file, which may be older than the file is by now)."""
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
         with self._lock:
-            return {k[len(prefix):]: q[queue_id] for k, q in self.offsets.items()
-                    if k.startswith(prefix) and queue_id in q}
+            taken = {(k, q) for k, q in self._dirty if k.startswith(prefix) and q == queue_id}
+            self._dirty -= taken
+            return {k[len(prefix):]: self.offsets[k][queue_id] for k, _ in taken}
 
     def forget(self, topic: str, queue_id: int) -> None:
         """Drop what memory holds of one queue (its leadership moved: the file is the truth)."""
@@ -70,3 +83,4 @@ class ConsumerOffsetManager:
             for k, q in self.offsets.items():
                 if k.startswith(prefix):
                     q.pop(queue_id, None)
+                    self._dirty.discard((k, queue_id))

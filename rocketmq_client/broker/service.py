@@ -80,17 +80,20 @@ class RocketMQService:
         broker.on_leadership(self._leadership)
         self._scanner = threading.Thread(target=self._scan, name="rocketmq-scan", daemon=True)
         self._scanner.start()
-        threading.Thread(target=flush_every, args=(self._stop, self._flush), name="rocketmq-offsets-flush",
-                         daemon=True).start()
+        # `BrokerController`: the first flush 10 s after the start, then every flushConsumerOffsetInterval
+        threading.Thread(target=flush_every, args=(self._stop, self._flush), kwargs={"first_ms": 10_000},
+                         name="rocketmq-offsets-flush", daemon=True).start()
 
     def stop(self) -> None:
+        """A broker that shuts down persists its offsets (`BrokerController.shutdown`)."""
         self._stop.set()
+        self._flush()
 
     # -- offsets on disk (`ConsumerOffsetManager.persist`, every flushConsumerOffsetInterval) ------------------
     def _flush(self, only: tuple[str, int] | None = None) -> None:
         """Write the offsets of every queue this broker leads (or of `only`) beside its log."""
         for topic, queue_id in ([only] if only else self.broker.led_partitions()):
-            self.offsets_files.save(topic, queue_id, self.offsets.queue_offsets(topic, queue_id))
+            self.offsets_files.save(topic, queue_id, self.offsets.take_committed(topic, queue_id))
 
     def _leadership(self, topic: str, queue_id: int, leads: bool) -> None:
         if not leads:
@@ -153,9 +156,12 @@ class RocketMQService:
         log = self.broker.leader_log(topic, queue_id)
         if log is None:
             return self._answer("PULL_MESSAGE", request, "SYSTEM_ERROR", remark=f"{topic}-{queue_id} is not here")
-        records = log.read(int(request["queue_offset"]), int(request.get("max_msg_nums", 32)))
-        if request.get("commit_offset") is not None:
-            self.offsets.commit_offset(str(request["consumer_group"]), topic, queue_id, int(request["commit_offset"]))
+        try:
+            records = log.read(int(request["queue_offset"]), int(request.get("max_msg_nums", 32)))
+        finally:  # RocketMQ stores the carried offset whatever the read found
+            if request.get("commit_offset") is not None:
+                self.offsets.commit_offset(str(request["consumer_group"]), topic, queue_id,
+                                           int(request["commit_offset"]))
         return {"code": "SUCCESS", "records": records, "max_offset": log.log_end_offset}
 
     def _lock(self, request: dict) -> dict:

@@ -34,6 +34,8 @@ offset >= 0).
     32
     >>> o.fetch_offset("g", "t", 0, last_pack_consumed=True)  # the next fetch confirms the last batch
     42
+    >>> o.take_committed("t", 0), o.take_committed("t", 0)  # what a flush writes: what moved since the last
+    ({'g': 42}, {})
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class OffsetManager:
         self.stored: dict[tuple[str, str, int], int] = {}
         self.in_flight: dict[tuple[str, str, int], int] = {}
         self.loader = loader
+        self._dirty: set[tuple[str, str, int]] = set()  # keys whose stored offset moved since the last flush
         self._lock = threading.Lock()
 
     def load_offset(self, group: str, topic: str, partition: int, read_status: int, req_offset: int, *,
@@ -68,9 +71,11 @@ class OffsetManager:
                     self.stored[key] = min(max(flushed, min_offset), max_offset)
                 else:
                     self.stored[key] = min_offset if read_status == READ_NORMAL else max_offset
+                    self._dirty.add(key)
             if req_offset >= 0 or read_status == READ_FROM_MAX_ALWAYS:
                 wanted = max_offset if read_status == READ_FROM_MAX_ALWAYS and req_offset < 0 else req_offset
                 self.stored[key] = min(max(wanted, min_offset), max_offset)
+                self._dirty.add(key)
             self.in_flight[key] = 0
             return self.stored[key]
 
@@ -87,6 +92,7 @@ class OffsetManager:
             if last_pack_consumed:
                 self.stored[key] = self.stored.get(key, 0) + self.in_flight.get(key, 0)
                 self.in_flight[key] = 0
+                self._dirty.add(key)
             return self.stored.setdefault(key, 0)
 
     def book(self, group: str, topic: str, partition: int, count: int) -> None:
@@ -95,10 +101,13 @@ class OffsetManager:
             with self._lock:
                 self.in_flight[(group, topic, partition)] = count
 
-    def partition_offsets(self, topic: str, partition: int) -> dict[str, int]:
-        """{group: stored offset} of one partition (what a flush writes; in-flight deltas are not offsets)."""
+    def take_committed(self, topic: str, partition: int) -> dict[str, int]:
+        """{group: stored offset} of one partition, for the groups whose offset moved since the last call (what a
+        flush writes; in-flight deltas are not offsets, and an offset read from the file is not written back)."""
         with self._lock:
-            return {g: o for (g, t, p), o in self.stored.items() if (t, p) == (topic, partition)}
+            taken = {k for k in self._dirty if k[1:] == (topic, partition)}
+            self._dirty -= taken
+            return {k[0]: self.stored[k] for k in taken}
 
     def forget(self, topic: str, partition: int) -> None:
         """Drop what memory holds of one partition (its leadership moved: the file is the truth)."""
@@ -106,6 +115,7 @@ class OffsetManager:
             for table in (self.stored, self.in_flight):
                 for key in [k for k in table if k[1:] == (topic, partition)]:
                     del table[key]
+            self._dirty = {k for k in self._dirty if k[1:] != (topic, partition)}
 
     def commit(self, group: str, topic: str, partition: int, *, consumed: bool) -> int:
         """`commitOffset`: add the in-flight delta to the stored offset (consumed) or drop it; the stored offset."""
@@ -113,5 +123,6 @@ class OffsetManager:
         with self._lock:
             if consumed:
                 self.stored[key] = self.stored.get(key, 0) + self.in_flight.get(key, 0)
+                self._dirty.add(key)
             self.in_flight[key] = 0
             return self.stored.get(key, 0)

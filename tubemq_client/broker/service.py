@@ -59,12 +59,14 @@ class TubeBrokerService:
                          daemon=True).start()
 
     def stop(self) -> None:
+        """A broker that shuts down commits its offsets (`DefaultOffsetManager.close`)."""
         self._stop.set()
+        self._flush()
 
     def _flush(self, only: tuple[str, int] | None = None) -> None:
         """Write the stored offsets of every partition this broker leads (or of `only`) beside its log."""
         for topic, partition in ([only] if only else self.broker.led_partitions()):
-            self.offsets_files.save(topic, partition, self.offsets.partition_offsets(topic, partition))
+            self.offsets_files.save(topic, partition, self.offsets.take_committed(topic, partition))
 
     def _leadership(self, topic: str, partition: int, leads: bool) -> None:
         if not leads:
