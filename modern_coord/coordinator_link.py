@@ -87,7 +87,7 @@ class CoordinatorLink:
         return True
 
     def _coordinator_found(self, now_ms: int) -> None:
-        """Called when FindCoordinator named the coordinator; the classic consumer's session starts again."""
+        """Called when FindCoordinator named the coordinator (the classic member restarts its session there)."""
 
     def _call_coordinator(self, api: str, *, timeout_s: float | None = None, **body) -> dict | None:
         """One request on the poll loop's connection; None if there is none or it failed (the coordinator is then

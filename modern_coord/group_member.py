@@ -352,7 +352,8 @@ class GroupMember(CoordinatorLink):
 
     # -- the heartbeat thread --------------------------------------------------------------
     def _coordinator_found(self, now_ms: int) -> None:
-        """Called when FindCoordinator named the coordinator; the classic consumer's session starts again."""
+        """FindCoordinator named the coordinator: the session starts again (Java's `resetSessionTimeout`)."""
+        self.heartbeat.reset_session_timeout(now_ms)
 
     def _heartbeat_loop(self) -> None:
         while not self._stop.is_set():
