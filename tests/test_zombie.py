@@ -72,6 +72,8 @@ def test_the_coordinator_era_zombie_is_fenced_and_no_committed_offset_moves_back
     assert set(fenced.label.str.split().str[0]) <= {"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
     checked = by_id(zombie.findings(summary))
     assert checked["classic-pause-fenced"].holds and checked["classic-cut-fenced"].holds, checked
+    # fencing refuses its commits, not its processing: cut off, it went on processing what c2 owned
+    assert checked["classic-cut-processing-goes-on"].holds, checked["classic-cut-processing-goes-on"]
 
 
 def test_the_kip848_zombie_is_fenced_by_its_member_epoch(zombie_run):
@@ -88,6 +90,7 @@ def test_the_kip848_zombie_is_fenced_by_its_member_epoch(zombie_run):
     assert set(fenced.label.str.split().str[0]) <= {"STALE_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"}
     checked = by_id(zombie.findings(summary))
     assert checked["consumer-848-pause-fenced"].holds and checked["consumer-848-cut-fenced"].holds, checked
+    assert checked["consumer-848-cut-processing-goes-on"].holds, checked["consumer-848-cut-processing-goes-on"]
 
 
 def test_the_real_kafka_clients_paused_are_fenced_as_the_labs_consumer_is(zombie_run):
