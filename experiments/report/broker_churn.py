@@ -87,7 +87,9 @@ generation (`modern_coord/coordinator/coordinator.py: load_partition`); the
 members look the coordinator up again and heartbeat on. Either way the cost is
 the same: the dead broker's partitions wait for its session to expire and the
 controller to elect new leaders, and nothing else stops. RocketMQ and TubeMQ
-learn of new leaders on their own periods, and their recovery is that long."""
+learn of new leaders on their own periods, and their recovery is that long. Their duplicates are what the dead
+broker had not flushed (every 5 s; the lab carries the flushed offsets to the new leader,
+`lab_cluster/partition_offsets.py`): it dies seconds after the first records, as a real broker's would be."""
     return Section("Broker churn", broker_churn.QUESTION, findings_list(broker_churn.findings(summary)),
                    f"![broker churn: rounds and recovery per design and victim]({figure.relative_to(root).as_posix()})",
                    short, takeaway, reproduce_line('broker_churn', env), appendix,

@@ -316,16 +316,11 @@ coordinator era every OffsetCommit carries the member id and generation, and
 the coordinator refuses a stale one with ILLEGAL_GENERATION or
 UNKNOWN_MEMBER_ID (`modern_coord/coordinator/`), so the zombie's commits are
 fenced and the committed offsets only move forward; the zombie then rejoins as
-a new member. What fencing does not stop is the zombie *fetching*. Kafka's
-consumers never wait on their coordinator to fetch and process: the
-auto-commit goes without waiting for its answer (`modern_coord/auto_commit.py`),
-and the classic heartbeat thread gives up on a silent coordinator when the
-session runs out. So a consumer cut off from its coordinator, its partitions'
-leaders still reachable, goes on processing what another consumer now owns
-until it hears that it was fenced, as the ZooKeeper-era zombie does: fencing
-buys refused commits, not stopped processing. Duplicates remain in both eras
-(at-least-once); Kafka's answer to those is idempotent processing and
-transactions, not the group protocol.""", reproduce_line("zombie", env), appendix,
+a new member. Fencing buys refused commits, not stopped processing: Kafka's consumers never wait on their
+coordinator to fetch (the auto-commit does not wait for its answer, `modern_coord/auto_commit.py`), so one cut
+off from it goes on processing what another now owns until it hears it was fenced, as the ZooKeeper-era
+zombie does. Duplicates remain in both eras; Kafka's answer is idempotent processing
+and transactions.""", reproduce_line("zombie", env), appendix,
                    "experiments/catalogue/zombie.py: findings")
 
 
