@@ -11,7 +11,7 @@ leadership moves (`partition_log.py`), and the RocketMQ and TubeMQ designs
 name a queue after its current leader. So the offsets are kept the same way
 as the log, beside it: `<logs_dir>/<topic>-<partition>.<system>-offsets.json`,
 {group: offset}. The broker that leads the partition writes it every 5 s
-(`flush_every`), once more when it stops leading it and when it shuts down,
+(`OffsetFlusher`), once more when it stops leading it and when it shuts down,
 each time only the offsets committed to it since its last write (an offset it
 read from the file is never written back over a fresher one); a broker that
 starts leading it forgets what it held of that partition and, for a group it
@@ -36,8 +36,8 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 #: RocketMQ's `flushConsumerOffsetInterval` and TubeMQ's `offsetStgCacheFlushMs`, both 5 000 ms by default
 FLUSH_INTERVAL_MS = 5_000
@@ -76,11 +76,43 @@ class PartitionOffsets:
             temp.replace(path)
 
 
-def flush_every(stop: threading.Event, flush: Callable[[], None], interval_ms: int = FLUSH_INTERVAL_MS, *,
-                first_ms: int | None = None) -> None:
-    """Call `flush()` `first_ms` after the start (default: one interval), then every `interval_ms`, until `stop` is
-    set (a broker plug-in's daemon thread)."""
-    wait_ms = interval_ms if first_ms is None else first_ms
-    while not stop.wait(wait_ms / 1000):
-        flush()
-        wait_ms = interval_ms
+class CommittedOffsets(Protocol):
+    """What a plug-in's offset store gives the flusher (`rocketmq_client/broker/offsets.py`,
+    `tubemq_client/broker/offsets.py`)."""
+
+    def take_committed(self, topic: str, partition: int) -> dict[str, int]: ...
+
+    def forget(self, topic: str, partition: int) -> None: ...
+
+
+class OffsetFlusher:
+    """Writes a plug-in's committed offsets beside the logs of the partitions its broker leads: `first_ms` after
+    the start (default: one interval), then every `FLUSH_INTERVAL_MS`, when the broker stops leading a partition,
+    and at `stop()`; a partition whose leadership moves is forgotten (the file is then the truth)."""
+
+    def __init__(self, broker, files: PartitionOffsets, offsets: CommittedOffsets, *, first_ms: int | None = None):
+        self.broker, self.files, self.offsets = broker, files, offsets
+        self._stop = threading.Event()
+        broker.on_leadership(self._leadership)
+        threading.Thread(target=self._run, args=(first_ms,), name=f"{files.system}-offsets-flush",
+                         daemon=True).start()
+
+    def flush(self, only: tuple[str, int] | None = None) -> None:
+        for topic, partition in ([only] if only else self.broker.led_partitions()):
+            self.files.save(topic, partition, self.offsets.take_committed(topic, partition))
+
+    def stop(self) -> None:
+        """The broker shuts down: a last flush (RocketMQ's and TubeMQ's brokers persist theirs on shutdown)."""
+        self._stop.set()
+        self.flush()
+
+    def _leadership(self, topic: str, partition: int, leads: bool) -> None:
+        if not leads:
+            self.flush((topic, partition))  # what it held goes to the next leader
+        self.offsets.forget(topic, partition)
+
+    def _run(self, first_ms: int | None) -> None:
+        wait_ms = FLUSH_INTERVAL_MS if first_ms is None else first_ms
+        while not self._stop.wait(wait_ms / 1000):
+            self.flush()
+            wait_ms = FLUSH_INTERVAL_MS

@@ -24,35 +24,13 @@ reason to rejoin). Its answers' handlers are `_handle_commit_response` and
 `_update_fetch_positions` (OffsetFetch); what an error makes it do is
 `error_policy.py`'s.
 
-Cooperative rebalancing (KIP-429; `partition.assignment.strategy=cooperative-sticky`,
-the protocol being `self.protocol`): a rebalance revokes nothing up front
-(only a member whose generation was reset loses everything, Java's
-`onPartitionsLost`). Its JoinGroup carries what it owns and its generation;
-JoinGroup and SyncGroup are in flight while the poll loop goes on fetching
-and processing what it owns (`_call_while_fetching`). The leader's
-`cooperative-sticky` assignor withholds every partition changing owner. After
-SyncGroup the member revokes owned-minus-assigned, if any, and rejoins at
-once; the second round hands the withheld partitions to their new owners.
-The coordinator is the same for both protocols. Java does not commit the
-revoked partitions' positions for you (the application may, in its
-`onPartitionsRevoked`; the lab's members do not): what a member processed of
-a revoked partition since its last commit is processed again by the next
-owner, as in Kafka::
-
-    commit positions (if auto-commit), keep everything, rebalance_begin
-    JoinGroup(owned, generation)  ... fetching meanwhile ...  -> generation g
-    leader: cooperative-sticky (moving partitions withheld); SyncGroup
-    SyncGroup answer   -> revoke owned - assigned; assigned; STABLE; if it revoked any: rejoin
-    (second round: generation g+1, the withheld partitions go to their new owners)
-
-Not modelled, stated: the subscription is fixed (Java's onJoinPrepare also
-revokes the partitions of topics no longer subscribed; no pattern
-subscriptions); the leader does not validate a custom cooperative assignor's
-output (Java's `validateCooperativeAssignment`: `cooperative-sticky` is the
-only one, and is exempt); if the heartbeat thread learns during
-CompletingRebalance that the generation is gone, the lab still applies the
-SyncGroup answer and loses everything at its next rejoin, where Java
-discards the answer.
+Cooperative rebalancing (KIP-429; the rounds are `group_member.py`'s): the
+member keeps fetching what it owns through JoinGroup and SyncGroup, and after
+SyncGroup revokes only owned-minus-assigned (`_on_join_complete`). Java does
+not commit the revoked partitions' positions for you (the application may, in
+its `onPartitionsRevoked`; the lab's members do not): what a member processed
+of a revoked partition since its last commit is processed again by the next
+owner, as in Kafka. What is not modelled is stated in `group_member.py`.
 
 Usage::
 

@@ -144,7 +144,7 @@ def commit_retriable_before_revocation(error: ErrorCode | None, epoch: int) -> b
     """
     if error is ErrorCode.STALE_MEMBER_EPOCH:
         return epoch > 0
-    return error in COORDINATOR_GONE or error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return auto_commit_retriable(error)
 
 
 class Kip848Consumer(CoordinatorLink):

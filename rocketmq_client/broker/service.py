@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import threading
 
-from lab_cluster.partition_offsets import PartitionOffsets, flush_every
+from lab_cluster.partition_offsets import OffsetFlusher, PartitionOffsets
 from lab_cluster.wire import Channel, fields_checked
 
 from .consumer_manager import SCAN_INTERVAL_MS, ConsumerManager, NoConsumer
@@ -77,28 +77,16 @@ class RocketMQService:
                 ("PULL_MESSAGE", self._pull, False)):
             server.add_api(name, (1,), fields_checked(name, handler, WHERE), with_channel=with_channel)
         server.on_channel_closed(self.consumers.do_channel_close_event)
-        broker.on_leadership(self._leadership)
         self._scanner = threading.Thread(target=self._scan, name="rocketmq-scan", daemon=True)
         self._scanner.start()
-        # `BrokerController`: the first flush 10 s after the start, then every flushConsumerOffsetInterval
-        threading.Thread(target=flush_every, args=(self._stop, self._flush), kwargs={"first_ms": 10_000},
-                         name="rocketmq-offsets-flush", daemon=True).start()
+        # `ConsumerOffsetManager.persist`: first 10 s after the start (`BrokerController`), then every
+        # flushConsumerOffsetInterval
+        self.flusher = OffsetFlusher(broker, self.offsets_files, self.offsets, first_ms=10_000)
 
     def stop(self) -> None:
         """A broker that shuts down persists its offsets (`BrokerController.shutdown`)."""
         self._stop.set()
-        self._flush()
-
-    # -- offsets on disk (`ConsumerOffsetManager.persist`, every flushConsumerOffsetInterval) ------------------
-    def _flush(self, only: tuple[str, int] | None = None) -> None:
-        """Write the offsets of every queue this broker leads (or of `only`) beside its log."""
-        for topic, queue_id in ([only] if only else self.broker.led_partitions()):
-            self.offsets_files.save(topic, queue_id, self.offsets.take_committed(topic, queue_id))
-
-    def _leadership(self, topic: str, queue_id: int, leads: bool) -> None:
-        if not leads:
-            self._flush((topic, queue_id))  # what it held goes to the next leader
-        self.offsets.forget(topic, queue_id)
+        self.flusher.stop()
 
     # -- the consumer table ----------------------------------------------------------------
     def _on_change(self, event: str, group: str, channels: list[Channel]) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 
-from lab_cluster.partition_offsets import PartitionOffsets, flush_every
+from lab_cluster.partition_offsets import OffsetFlusher, PartitionOffsets
 from lab_cluster.wire import fields_checked
 
 from ..codes import NAMES, NOT_FOUND, SUCCESS
@@ -53,25 +53,13 @@ class TubeBrokerService:
         for name, handler in (("consumerRegisterC2B", self._register), ("consumerHeartbeatC2B", self._heartbeat),
                               ("getMessagesC2B", self._get_messages), ("consumerCommitC2B", self._commit)):
             broker.server.add_api(name, (1,), fields_checked(name, handler, WHERE))
-        broker.on_leadership(self._leadership)
         threading.Thread(target=self._expire_loop, name="tubemq-broker-timeouts", daemon=True).start()
-        threading.Thread(target=flush_every, args=(self._stop, self._flush), name="tubemq-offsets-flush",
-                         daemon=True).start()
+        self.flusher = OffsetFlusher(broker, self.offsets_files, self.offsets)  # every offsetStgCacheFlushMs
 
     def stop(self) -> None:
         """A broker that shuts down commits its offsets (`DefaultOffsetManager.close`)."""
         self._stop.set()
-        self._flush()
-
-    def _flush(self, only: tuple[str, int] | None = None) -> None:
-        """Write the stored offsets of every partition this broker leads (or of `only`) beside its log."""
-        for topic, partition in ([only] if only else self.broker.led_partitions()):
-            self.offsets_files.save(topic, partition, self.offsets.take_committed(topic, partition))
-
-    def _leadership(self, topic: str, partition: int, leads: bool) -> None:
-        if not leads:
-            self._flush((topic, partition))  # what it held goes to the next leader
-        self.offsets.forget(topic, partition)
+        self.flusher.stop()
 
     def _expire_loop(self) -> None:
         while not self._stop.wait(SCAN_INTERVAL_S):
