@@ -151,6 +151,8 @@ KINDS: dict[str, EventKind] = _kinds(
               "a TubeMQ server-balance consumer did an event its master handed it (connect or disconnect)"),
     EventKind("produced", ("topic", "partition", "offset"), "the producer wrote one record"),
     EventKind("producer_stopped", ("produced",), "the producer stopped, with its count"),
+    EventKind("produce_failed", ("topic", "partition", "error"),
+              "a real system's broker refused or lost a send, not resent (`real_systems/kafka_producer.py`)"),
     # -- the trial runner and the fault injector -------------------------------------------------------
     EventKind("setup", ("topic", "partitions", "group", "consumers"), "the trial's set-up, with its spec"),
     EventKind("member_started", ("member", "pid"), "the runner started a consumer process"),

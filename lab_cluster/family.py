@@ -25,6 +25,20 @@ from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
+class RealBrokers:
+    """A real system's brokers, which a family's trials run on instead of the lab's own (`real_systems/`): each
+    started as a child process with one Kafka listener, served to the producer and the consumers alike."""
+
+    name: str  # what they are, e.g. "Kafka 0.8.2.2"
+    #: (broker_id, zk_connect, trial_dir, session_timeout_ms=, port=) -> a `LabProcess` with `broker_id`, `port`
+    #: and `kafka_port` (both its one listener); `port` 0: any free one
+    start: Callable[..., Any]
+    #: the Kafka protocol version the producer speaks to them (kafka-python's `api_version`, e.g. "0.8.2"); None:
+    #: it asks them (`real_systems/kafka_producer.py`)
+    api_version: str | None = None
+
+
+@dataclass(frozen=True)
 class Family:
     name: str  # the `design` of traces, specs and summaries, e.g. "zookeeper"
     label: str  # how the report names it: its name, then what it is, e.g. "zookeeper (Kafka 0.8, ZooKeeper era)"
@@ -80,6 +94,13 @@ class Family:
     #: config or the server's default the lab runs with says. Every host judges itself against it
     #: (`lab_cluster/host_health.py`: late by more than a third of it, a host was starved). Required.
     session_timeout_ms: Callable[[Any], float] | None = None
+    #: where its consumers run: None, the lab's consumer host (`python -m lab_cluster.consumer_host`); else
+    #: (the host's arguments) -> the command of a host of its own that takes the same arguments and prints the
+    #: same lines (a real system's consumers in their own runtime: `real_systems/kafka08`)
+    host_command: Callable[[list[str]], list[str]] | None = None
+    #: the brokers its trials run on: None, the lab's own (`lab_cluster/broker`); else a real system's
+    #: (`real_systems/`)
+    brokers: RealBrokers | None = None
 
     def __post_init__(self):
         if self.address not in ("zk", "bootstrap", "kafka_bootstrap") \

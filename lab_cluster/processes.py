@@ -1,6 +1,7 @@
 """Lab child processes: brokers, the producer, consumer hosts.
 
-A `LabProcess` runs `python -m <module> ...` with its stderr in a log file, and
+A `LabProcess` runs `python -m <module> ...` (or, given `command`, any program
+that keeps the same protocol: a real system's JVM, `real_systems/`) with its stderr in a log file, and
 waits for the child to print one line `READY {json}` on stdout (its port, its
 id): until then it is starting; if the child dies first, the error says why
 and shows its log. Afterwards the parent can:
@@ -36,13 +37,14 @@ def owner_arg() -> str:
 class LabProcess:
     def __init__(self, name: str, module: str, args: list[str], log_path: str | Path, *,
                  ready_timeout_s: float = 60.0, env: dict[str, str] | None = None,
-                 on_line: Callable[[str], None] | None = None):
+                 on_line: Callable[[str], None] | None = None, command: list[str] | None = None):
         self.name = name
         #: Called with every line the child prints other than READY (after it is logged).
         self.on_line = on_line
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.command = [sys.executable, "-m", module, *args, owner_arg()]
+        # a JVM carries the owner mark as a system property already (`real_systems/jars.py: java_command`)
+        self.command = [*command, *args] if command else [sys.executable, "-m", module, *args, owner_arg()]
         child_env = dict(os.environ, **(env or {}))
         repo_root = str(Path(__file__).resolve().parent.parent)
         child_env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, child_env.get("PYTHONPATH")) if p)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set the lab up on a fresh machine: a virtual environment with the packages,
-# Java if it is missing, and with --docker a Docker engine and the ZooKeeper image.
+# Java if it is missing, the real systems' jars (Maven), and with --docker a Docker engine and the ZooKeeper image.
 #
 #   scripts/setup.sh            # .venv + packages (+ Java when missing and we are root)
 #   scripts/setup.sh --docker   # the same, then a Docker engine and the local image
@@ -43,7 +43,23 @@ if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   touch .venv/.installed
 fi
 
-# 3. Docker engine and image, on request.
+# 3. The real systems (real_systems/pom.xml): their jars from Maven Central and the lab's drivers for them.
+#    Without Maven or the registry they are unavailable, and say so when a trial asks for one; the rest runs.
+if [ ! -f real_systems/.built ] || [ -n "$(find real_systems -name '*.java' -newer real_systems/.built -o -name pom.xml -newer real_systems/.built | head -1)" ]; then
+  if command -v mvn >/dev/null 2>&1; then
+    echo "setup: building the real systems' drivers (Maven fetches their jars the first time)"
+    if mvn -q -B -f real_systems/pom.xml package >/tmp/rebalance-lab-maven.log 2>&1; then
+      touch real_systems/.built
+    else
+      echo "setup: Maven could not build real_systems/pom.xml (its log: /tmp/rebalance-lab-maven.log);" \
+           "the real systems are unavailable, everything else runs" >&2
+    fi
+  else
+    echo "setup: Maven is not installed; the real systems (real_systems/) are unavailable, everything else runs" >&2
+  fi
+fi
+
+# 4. Docker engine and image, on request.
 if [ "$want_docker" = 1 ]; then
   scripts/docker-engine.sh
   docker/build-image.sh

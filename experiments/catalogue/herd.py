@@ -72,7 +72,9 @@ PROFILES = {
                     "sizes are the fewest on which a growth finding is judged"},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
-DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
+#: Kafka 0.8.2.2's own consumer and brokers (`real_systems/kafka08`), beside the lab's `zookeeper` design
+REAL_08 = "real-kafka-0.8.2.2"
+DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka", REAL_08)
 #: TubeMQ's scenario, each node in its own process: a join (refused at once), the refused newcomer's leave
 #: (nothing changes), and the departure of node 0, which cannot converge: the runner watches it for
 #: `TUBEMQ_WATCH_S`, more than two of every node's metadata checks (`partMetaInfoCheckPeriodMs`, 10 s), in
@@ -157,21 +159,24 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     """The qualitative finding, checked on a run's summary (needs at least three values of N per design)."""
     out = []
     for change in ("join", "leave"):
-        told = per_n(summary, "zookeeper", change, "notifications_per_change")
-        ok = len(told) >= 3 and all(told.loc[n] >= n for n in told.index) and told.is_monotonic_increasing
-        out.append(Finding(f"zookeeper-{change}-notified",
-                           f"ZooKeeper era, {change}: every consumer is notified (notifications >= N, growing "
-                           "with N)", ok, _series(told)))
-        reads = per_n(summary, "zookeeper", change, "membership_reads_per_change")
-        after = _members_after(summary, change)
-        zk = per_n(summary, "zookeeper", change, "zk_requests_per_change")
-        squared = len(reads) >= 3 and all(reads.loc[n] >= after.loc[n] ** 2 for n in reads.index)
-        out.append(Finding(f"zookeeper-{change}-registration-reads-n2",
-                           f"ZooKeeper era, {change}: ZooKeeper load grows as N² (every consumer that rebalances "
-                           "reads every member's registration: at least (members after the change)² reads)",
-                           bool(squared), f"registration reads {_series(reads)} (log-log slope "
-                                          f"{loglog_slope(reads.index, reads.values):.2f}); all ZooKeeper requests "
-                                          f"{_series(zk)} (quadratic term {quadratic_term(zk.index, zk.values):.3g})"))
+        # the lab's ZooKeeper-era consumer, and Kafka 0.8.2.2's own (`real_systems/kafka08`), judged alike
+        for design, era in (("zookeeper", "ZooKeeper era"), (REAL_08, "Kafka 0.8.2.2's own consumer")):
+            told = per_n(summary, design, change, "notifications_per_change")
+            ok = len(told) >= 3 and all(told.loc[n] >= n for n in told.index) and told.is_monotonic_increasing
+            out.append(Finding(f"{design}-{change}-notified",
+                               f"{era}, {change}: every consumer is notified (notifications >= N, growing "
+                               "with N)", ok, _series(told)))
+            reads = per_n(summary, design, change, "membership_reads_per_change")
+            after = per_n(summary, design, change, "members_after")
+            zk = per_n(summary, design, change, "zk_requests_per_change")
+            squared = len(reads) >= 3 and all(reads.loc[n] >= after.loc[n] ** 2 for n in reads.index)
+            out.append(Finding(f"{design}-{change}-registration-reads-n2",
+                               f"{era}, {change}: ZooKeeper load grows as N² (every consumer that rebalances "
+                               "reads every member's registration: at least (members after the change)² reads)",
+                               bool(squared), f"registration reads {_series(reads)} (log-log slope "
+                                              f"{loglog_slope(reads.index, reads.values):.2f}); all ZooKeeper "
+                                              f"requests {_series(zk)} (quadratic term "
+                                              f"{quadratic_term(zk.index, zk.values):.3g})"))
         for design, era in (("classic", "Coordinator era"), ("consumer-848", "Consumer protocol (KIP-848)"),
                             *((d, FAMILIES[d].label) for d in REAL_CLIENTS)):
             quiet = per_n(summary, design, change, "notifications_per_change")
@@ -302,11 +307,6 @@ def _tubemq_findings(summary: pd.DataFrame) -> list[Finding]:
                                  f"{r.unowned_at_end:.0f}, unowned {r.unowned_partition_s:,.0f} partition-s"
                                  for r in depart.itertuples()) or "no successful trial"))
     return out
-
-
-def _members_after(summary: pd.DataFrame, change: str) -> pd.Series:
-    """Per N, the group's size after the change (N + 1 after a join, N after the leave): who rebalances."""
-    return per_n(summary, "zookeeper", change, "members_after")
 
 
 def _series(s: pd.Series) -> str:

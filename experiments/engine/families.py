@@ -4,7 +4,8 @@ Adding a family: its package (exporting a `FAMILY`), and one line here. A
 variant of a family (the coordinator era's static and cooperative designs,
 `modern_coord/variants.py`) is a `Family` of its own, exported under another
 name: its `package` says `module:ATTRIBUTE`. The real Kafka clients (`kafka_clients/`) are families too: the
-libraries themselves, unchanged, on the brokers' Kafka listeners.
+libraries themselves, unchanged, on the brokers' Kafka listeners; and so are the real systems
+(`real_systems/`): their own consumers and brokers, from their published jars.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import kafka_clients
 import legacy_zk
 import modern_coord
 import modern_coord.variants
+import real_systems.kafka3
+import real_systems.kafka08
 import rocketmq_client
 import tubemq_client
 import tubemq_client.server_balance
@@ -26,6 +29,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     tubemq_client.FAMILY,
     tubemq_client.server_balance.FAMILY,
     *kafka_clients.FAMILIES,
+    real_systems.kafka08.FAMILY,
+    real_systems.kafka3.FAMILY,
 )}
 
 #: the designs' names before they took Kafka's own (its documentation speaks of *classic* groups and of the

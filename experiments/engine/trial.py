@@ -311,15 +311,13 @@ class _Scenario:
         self.progress("starting brokers", 1)
         brokers = [self._broker(i) for i in range(1, spec.brokers + 1)]
         admin.retry(create_topic, admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
-        admin.retry(wait_for_metadata, admin, TOPIC, spec.partitions)
+        self._wait_for_metadata()
         self.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
         self.kafka_bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)  # for real Kafka clients
         self.trace.record("setup", topic=TOPIC, partitions=spec.partitions, consumers=spec.consumers,
                           group=GROUP, spec=spec.as_row(), **self.environment)
         if spec.rate > 0:
-            producer = LabProcess("producer", "lab_cluster.producer",
-                                  ["--zk", zk.connect, "--topic", TOPIC, "--rate", str(spec.rate), "--trial-dir",
-                                   str(self.dir), "--trial", spec.trial_id], self.dir / "proc" / "producer.log")
+            producer = self._producer()
             self.stack.callback(producer.stop)
         self.progress(f"forming a group of {spec.consumers}", 2)
         if {"cut", "heal"} & set(spec.steps):
@@ -368,6 +366,12 @@ class _Scenario:
         return servers[k % len(servers)].connect + self.zk.chroot
 
     def _broker(self, broker_id: int, port: int = 0, kafka_port: int = 0) -> BrokerProcess:
+        real = FAMILIES[self.spec.design].brokers
+        if real is not None:  # a real system's broker (`real_systems/`): one Kafka listener
+            broker = real.start(broker_id, self._server(broker_id - 1), self.dir, session_timeout_ms=6000, port=port)
+            self.stack.callback(broker.stop)
+            self.brokers[broker_id] = broker
+            return broker
         # every family's plug-in, with the settings the trial's own design needs of them (KIP-848's timings)
         broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
                                session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port, kafka_port=kafka_port,
@@ -376,6 +380,26 @@ class _Scenario:
         self.stack.callback(broker.stop)
         self.brokers[broker_id] = broker
         return broker
+
+    def _wait_for_metadata(self) -> None:
+        """Wait until every partition has a leader and every live broker's metadata says so; a real system's
+        brokers are asked by their clients, which wait for metadata themselves: there, the leaders are enough."""
+        if FAMILIES[self.spec.design].brokers is None:
+            self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
+        else:
+            self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.spec.partitions)
+
+    def _producer(self) -> LabProcess:
+        """The lab producer, or for a real system's brokers one that speaks Kafka's protocol to them."""
+        spec, family = self.spec, FAMILIES[self.spec.design]
+        common = ["--topic", TOPIC, "--rate", str(spec.rate), "--trial-dir", str(self.dir), "--trial", spec.trial_id]
+        log = self.dir / "proc" / "producer.log"
+        if family.brokers is None:
+            return LabProcess("producer", "lab_cluster.producer", ["--zk", self.zk.connect, *common], log)
+        version = ["--api-version", family.brokers.api_version] if family.brokers.api_version else []
+        return LabProcess("producer", "real_systems.kafka_producer",
+                          ["--bootstrap", self.kafka_bootstrap, "--partitions", str(spec.partitions), *version,
+                           *common], log)
 
     def _victim_link(self) -> Link:
         """The victim's own path to ZooKeeper, its coordinator or every broker (`Family.victim_link`), for `cut`
@@ -402,9 +426,10 @@ class _Scenario:
     def _consumers(self, name: str, count: int, address: str | None = None,
                    extra: dict[str, str] | None = None) -> LabProcess:
         args = [*self._host_args(name, address, extra), "--count", str(count), "--trial-dir", str(self.dir)]
-        process = LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", args,
+        own_host = FAMILIES[self.spec.design].host_command  # a real system's consumers run in a host of their own
+        process = LabProcess(f"consumers-{name}", "lab_cluster.consumer_host", [] if own_host else args,
                              self.dir / "proc" / f"consumers-{name}.log", on_line=self.watch.update,
-                             ready_timeout_s=host_ready_timeout_s(count))
+                             ready_timeout_s=host_ready_timeout_s(count), command=own_host and own_host(args))
         self.stack.callback(process.stop)
         return process
 
@@ -572,7 +597,7 @@ class _Scenario:
         self.killed = broker_id
         self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.spec.partitions, timeout_s=60,
                          exclude=frozenset({broker_id}))
-        self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
+        self._wait_for_metadata()
 
     def restart_broker(self, broker_id: int) -> None:
         """Start the killed broker again under its id and ports, and wait until it is registered and every live
@@ -581,7 +606,7 @@ class _Scenario:
                               kafka_port=self.brokers[broker_id].kafka_port)
         self.faults.started(broker, broker=broker_id)
         self.killed = None
-        self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
+        self._wait_for_metadata()
 
     def churn(self) -> None:
         first = self.join()
