@@ -77,6 +77,10 @@ class PartitionFetcher:
         self._thread.start()
         return self
 
+    def request_stop(self) -> None:
+        """Ask the thread to stop after its current request, without waiting for it (`stop` waits)."""
+        self._stop.set()
+
     def stop(self) -> None:
         """Stop after the current request (or the wait for room in the stream's queue)."""
         self._stop.set()
