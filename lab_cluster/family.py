@@ -101,6 +101,10 @@ class Family:
     #: the brokers its trials run on: None, the lab's own (`lab_cluster/broker`); else a real system's
     #: (`real_systems/`)
     brokers: RealBrokers | None = None
+    #: a real system's design: the lab design it is measured beside (`real-kafka-0.8.2.2` beside `zookeeper`).
+    #: Experiments run it wherever they run that design, with that design's settings, and judge it by that
+    #: design's findings and by how far it lands from it (`experiments/engine/families.py: REFERENCES`)
+    counterpart: str | None = None
 
     def __post_init__(self):
         if self.address not in ("zk", "bootstrap", "kafka_bootstrap") \

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import threading
-import time
 
 from kafka import KafkaProducer
 

@@ -55,7 +55,8 @@ def test_quick_is_the_standard_profiles_old_name():
 
 def test_designs_are_those_the_experiments_run_in_a_stable_order():
     assert DESIGNS == ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka",
-                       "tubemq-server", "classic-static", "classic-coop", "classic-static-coop")
+                       "real-kafka-0.8.2.2", "real-kafka-3.9", "tubemq-server", "classic-static", "classic-coop",
+                       "classic-static-coop")
     assert set(DESIGNS) == {d for e in EXPERIMENTS.values() for d in e.designs}
 
 
@@ -80,7 +81,7 @@ def test_outside_the_registries_no_code_names_a_family():
     checked = [p for layer in ("engine", "report", "cli") for p in (root / layer).glob("*.py")] + [root / "metrics.py"]
     offenders = []
     for path in checked:
-        prose = ("herd.py", "faults.py", "first_message.py", "compare.py", "real_clients.py", "front.py")
+        prose = ("herd.py", "faults.py", "first_message.py", "compare.py", "real_clients.py", "front.py", "beside.py")
         if path.name == "families.py" or path.parent.name == "report" and path.name in prose:
             continue  # the registry; each experiment's own prose, the comparison's and the first screen's
         tree = ast.parse(path.read_text())

@@ -54,8 +54,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from experiments.catalogue.beside import Measure, beside
 from experiments.engine.experiment import Experiment
-from experiments.engine.families import FAMILIES, REAL_CLIENTS
+from experiments.engine.families import FAMILIES, REAL_CLIENTS, REFERENCES, real_designs, with_references
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -72,9 +73,10 @@ PROFILES = {
                     "sizes are the fewest on which a growth finding is judged"},
     "full": {"consumers": [2, 4, 8, 16, 32, 64, 128, 256], "partitions": 256, "rate": 1.0},
 }
-#: Kafka 0.8.2.2's own consumer and brokers (`real_systems/kafka08`), beside the lab's `zookeeper` design
-REAL_08 = "real-kafka-0.8.2.2"
-DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka", REAL_08)
+#: the lab's designs, then the real systems beside them (`real_systems/`: Kafka 0.8.2.2's own consumer beside
+#: `zookeeper`, kafka-python on Kafka 3.9.2's own coordinator beside `kafka-python` on the lab's)
+DESIGNS = with_references(("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python",
+                           "librdkafka"))
 #: TubeMQ's scenario, each node in its own process: a join (refused at once), the refused newcomer's leave
 #: (nothing changes), and the departure of node 0, which cannot converge: the runner watches it for
 #: `TUBEMQ_WATCH_S`, more than two of every node's metadata checks (`partMetaInfoCheckPeriodMs`, 10 s), in
@@ -160,7 +162,8 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     out = []
     for change in ("join", "leave"):
         # the lab's ZooKeeper-era consumer, and Kafka 0.8.2.2's own (`real_systems/kafka08`), judged alike
-        for design, era in (("zookeeper", "ZooKeeper era"), (REAL_08, "Kafka 0.8.2.2's own consumer")):
+        for design, era in (("zookeeper", "ZooKeeper era"),
+                            *((d, FAMILIES[d].label) for d in REFERENCES.get("zookeeper", ()))):
             told = per_n(summary, design, change, "notifications_per_change")
             ok = len(told) >= 3 and all(told.loc[n] >= n for n in told.index) and told.is_monotonic_increasing
             out.append(Finding(f"{design}-{change}-notified",
@@ -178,14 +181,15 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                               f"requests {_series(zk)} (quadratic term "
                                               f"{quadratic_term(zk.index, zk.values):.3g})"))
         for design, era in (("classic", "Coordinator era"), ("consumer-848", "Consumer protocol (KIP-848)"),
-                            *((d, FAMILIES[d].label) for d in REAL_CLIENTS)):
+                            *((d, FAMILIES[d].label) for d in REAL_CLIENTS + _references(REAL_CLIENTS))):
             quiet = per_n(summary, design, change, "notifications_per_change")
             modern_zk = per_n(summary, design, change, "zk_requests_per_change")
             out.append(Finding(f"{design}-{change}-no-zookeeper",
                                f"{era}, {change}: consumers receive no ZooKeeper notification and make no "
                                "ZooKeeper request", len(quiet) >= 3 and (quiet == 0).all() and (modern_zk == 0).all(),
                                f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
-            out.append(_linear_control(summary, design, era, change))
+            if FAMILIES[design].brokers is None:  # a real system's coordinator writes no trace of its requests
+                out.append(_linear_control(summary, design, era, change))
         out.append(_kip848_revokes_only_moving(summary, change))
         # the real Kafka clients on the same coordinator as the lab's `classic` consumer
         out += [_like_the_labs_consumer(summary, design, FAMILIES[design].label, change) for design in REAL_CLIENTS]
@@ -199,7 +203,31 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            f"notifications {_series(rocket)}; {brokers} brokers; members after "
                            f"{_series(after)}"))
     out += _tubemq_findings(summary)
+    for change in ("join", "leave"):
+        out += [beside(summary, NAME, real, change, BESIDE[FAMILIES[real].counterpart])
+                for real in real_designs(DESIGNS)]
     return of_designs_run(out, summary)
+
+
+def _references(designs: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(r for d in designs for r in REFERENCES.get(d, ()))
+
+
+#: how far a real system's herd may land from its lab counterpart's (`beside.py`), and why so far:
+#: - beside `zookeeper`: the ZooKeeper requests and registration reads of a change, within 15% from N = 8 on,
+#:   where the rebalance's own reads and writes dominate; below, one retried attempt (an owner conflict, a
+#:   back-off) moves a change's total by a third, and either design may have one;
+#: - beside `kafka-python` (the same client on the lab's coordinator and on Kafka's): the members that revoke and
+#:   the partitions revoked, equal (the eager protocol's stop is the protocol's, not the coordinator's); the
+#:   time to a stable group within 50% (one round more or less of kafka-python's own, `_like_the_labs_consumer`,
+#:   moves it by a round's time)
+BESIDE: dict[str, tuple[Measure, ...]] = {
+    "zookeeper": (Measure("zk_requests_per_change", "ZooKeeper requests", 0.15, min_n=8),
+                  Measure("membership_reads_per_change", "registration reads", 0.15, min_n=8)),
+    "kafka-python": (Measure("members_revoking", "members revoking", 0.0),
+                     Measure("partitions_revoked", "partitions revoked", 0.0),
+                     Measure("convergence_ms", "ms to a stable group", 0.5)),
+}
 
 
 def _linear_control(summary: pd.DataFrame, design: str, era: str, change: str) -> Finding:

@@ -66,6 +66,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
+from experiments.engine.families import with_references
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -76,11 +77,12 @@ PROFILES = {
     "standard": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 1},
     "full": {"consumers": [4, 8], "partitions": 24, "rate": 5.0, "seeds": 3},
 }
-DESIGNS = ("zookeeper", "classic", "classic-static", "classic-coop", "classic-static-coop", "consumer-848", "rocketmq",
-           "tubemq", "tubemq-server", "kafka-python", "librdkafka")
+#: the lab's designs, then the real systems beside them (`Family.counterpart`)
+DESIGNS = with_references(("zookeeper", "classic", "classic-static", "classic-coop", "classic-static-coop",
+                           "consumer-848", "rocketmq", "tubemq", "tubemq-server", "kafka-python", "librdkafka"))
 #: every member stops for every rebalance: the ZooKeeper era, and the coordinator era's eager protocol, the lab's
 #: consumer and the real clients (kafka-python, librdkafka: range, their default here) on the same coordinator
-EAGER = ("zookeeper", "classic", "kafka-python", "librdkafka")
+EAGER = with_references(("zookeeper", "classic", "kafka-python", "librdkafka"))
 STATIC = ("classic-static", "classic-static-coop")
 COOPERATIVE = ("classic-coop", "classic-static-coop")
 #: the deploy: each instance down 4 s between its stop and its start (its new process's start takes seconds), and

@@ -81,7 +81,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
-from experiments.engine.families import FAMILIES, REAL_CLIENTS
+from experiments.engine.families import FAMILIES, REAL_CLIENTS, REFERENCES, settings_of, with_references
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -99,7 +99,9 @@ PROFILES = {
                     "consumer owns and nothing refuses its commits, where the coordinator fences them by generation"},
     "full": {"consumers": [2, 4], "partitions": 8, "rate": RATE, "seeds": 3},
 }
-DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka")
+#: the lab's designs, then the real systems beside them (`Family.counterpart`), each with its counterpart's settings
+DESIGNS = with_references(("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python",
+                           "librdkafka"))
 VARIANTS = {"pause": ("pause", "resume"), "cut": ("cut", "heal")}
 #: Both families: commit every second and spend 20 ms on each record. Coordinator era: the session
 #: timeout of the ZooKeeper era's default (6 s instead of Kafka 3's 45 s) so both evict after the same
@@ -140,9 +142,11 @@ def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumer
          partitions: int | None = None, seeds: int | None = None) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, variant=variant,
-                      layout="spread", steps=steps, params={"hold_s": HOLD_S}, overrides=OVERRIDES[design],
-                      broker_overrides=BROKER_OVERRIDES.get(design, ()),
-                      converge_limit_s=CONVERGE_LIMIT_S[design], converge_required=design not in WAITS_FOR_VICTIM)
+                      layout="spread", steps=steps, params={"hold_s": HOLD_S},
+                      overrides=OVERRIDES[settings_of(design)],
+                      broker_overrides=BROKER_OVERRIDES.get(settings_of(design), ()),
+                      converge_limit_s=CONVERGE_LIMIT_S[settings_of(design)],
+                      converge_required=design not in WAITS_FOR_VICTIM)
             for variant, steps in VARIANTS.items() for design in designs for n in (consumers or p["consumers"])
             # a design with no link the lab can cut (a real Kafka client: `Family.victim_link` "none") is paused only
             for seed in range(seeds or p["seeds"]) if variant == "pause" or FAMILIES[design].victim_link != "none"]
@@ -163,17 +167,20 @@ def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
     t = per_trial(summary)
-    legacy, modern = t[t.design == "zookeeper"], t[t.design == "classic"]
+    modern = t[t.design == "classic"]
     out = []
     for variant in VARIANTS:
-        lv = legacy[legacy.variant == variant]
-        out.append(Finding(
-            f"zookeeper-{variant}-unrefused",
-            f"ZooKeeper era, {variant}: the zombie processes partitions another consumer owns, and nothing refuses "
-            "its commits", len(lv) > 0 and bool(((lv.processed_after_loss > 0)
-                                                 & (lv.commits_fenced == 0)).all()),
-            _evidence(lv, ["processed_after_loss", "double_processed_partition_s", "zombie_commits_accepted",
-                           "commits_fenced", "duplicates"])))
+        # the lab's ZooKeeper-era consumer, and Kafka 0.8.2.2's own beside it, judged alike
+        for design, era in (("zookeeper", "ZooKeeper era"), *((d, FAMILIES[d].label)
+                                                             for d in REFERENCES.get("zookeeper", ()))):
+            lv = t[(t.design == design) & (t.variant == variant)]
+            out.append(Finding(
+                f"{design}-{variant}-unrefused",
+                f"{era}, {variant}: the zombie processes partitions another consumer owns, and nothing refuses "
+                "its commits", len(lv) > 0 and bool(((lv.processed_after_loss > 0)
+                                                     & (lv.commits_fenced == 0)).all()),
+                _evidence(lv, ["processed_after_loss", "double_processed_partition_s", "zombie_commits_accepted",
+                               "commits_fenced", "duplicates"])))
         mv = modern[modern.variant == variant]
         out.append(Finding(
             f"classic-{variant}-fenced",
@@ -225,6 +232,15 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                  & (r.requests_fenced > 0)).all()),
             _evidence(r, ["requests_fenced", "commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards",
                           "duplicates"])))
+    for design in REFERENCES.get("kafka-python", ()):  # the same client on Kafka's own coordinator
+        r = t[(t.design == design) & (t.variant == "pause")]
+        out.append(Finding(
+            f"{design}-pause-not-accepted",
+            f"{FAMILIES[design].label}, pause: Kafka's own coordinator accepts none of the zombie's commits and no "
+            "committed offset moves backwards (its refusals are not traced: Kafka's broker writes no lab trace)",
+            len(r) > 0 and bool(((r.zombie_commits_accepted == 0) & (r.offsets_moved_backwards == 0)).all()),
+            _evidence(r, ["commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards",
+                          "processed_after_loss", "duplicates"])))
     cut_windows = summary[(summary.experiment == NAME) & (summary.status == "ok") & (summary.change == "cut")]
     for design in ("classic", "consumer-848"):
         w = cut_windows[cut_windows.design == design]
@@ -236,16 +252,19 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
             len(w) > 0 and bool(((w.double_owned_partition_s > 0)
                                  & (w.processed_after_loss >= 0.8 * RATE * w.double_owned_partition_s)).all()),
             _evidence(w, ["double_owned_partition_s", "double_processed_partition_s", "processed_after_loss"])))
-    cut = legacy[legacy.variant == "cut"]
-    out.append(Finding("zookeeper-cut-blocked-commit-lands",
-                       "ZooKeeper era, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
-                       "connection and lands on its new session (zombie commits accepted)",
-                       len(cut) > 0 and bool((cut.zombie_commits_accepted > 0).all()),
-                       _evidence(cut, ["zombie_commits_accepted"])))
-    out.append(Finding("zookeeper-offset-backwards",
-                       "ZooKeeper era: a zombie's accepted commit moved a committed offset backwards (in at least "
-                       "one trial)", bool((legacy.offsets_moved_backwards > 0).any()),
-                       _evidence(legacy, ["offsets_moved_backwards"])))
+    for design, era in (("zookeeper", "ZooKeeper era"), *((d, FAMILIES[d].label)
+                                                         for d in REFERENCES.get("zookeeper", ()))):
+        theirs = t[t.design == design]
+        cut = theirs[theirs.variant == "cut"]
+        out.append(Finding(f"{design}-cut-blocked-commit-lands",
+                           f"{era}, cut: the commit the zombie was making when it lost ZooKeeper waits for the "
+                           "connection and lands on its new session (zombie commits accepted)",
+                           len(cut) > 0 and bool((cut.zombie_commits_accepted > 0).all()),
+                           _evidence(cut, ["zombie_commits_accepted"])))
+        out.append(Finding(f"{design}-offset-backwards",
+                           f"{era}: a zombie's accepted commit moved a committed offset backwards (in at least "
+                           "one trial)", bool((theirs.offsets_moved_backwards > 0).any()),
+                           _evidence(theirs, ["offsets_moved_backwards"])))
     return of_designs_run(out, summary)
 
 

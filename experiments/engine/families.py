@@ -14,8 +14,8 @@ import kafka_clients
 import legacy_zk
 import modern_coord
 import modern_coord.variants
-import real_systems.kafka3
 import real_systems.kafka08
+import real_systems.kafka3
 import rocketmq_client
 import tubemq_client
 import tubemq_client.server_balance
@@ -32,6 +32,37 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     real_systems.kafka08.FAMILY,
     real_systems.kafka3.FAMILY,
 )}
+
+#: each lab design's real counterparts (`Family.counterpart`): {lab design: (real designs beside it, ...)}
+REFERENCES: dict[str, tuple[str, ...]] = {
+    lab: tuple(name for name, f in FAMILIES.items() if f.counterpart == lab)
+    for lab in dict.fromkeys(f.counterpart for f in FAMILIES.values() if f.counterpart)}
+
+
+def with_references(designs: tuple[str, ...]) -> tuple[str, ...]:
+    """`designs`, then the real designs whose counterpart is among them: an experiment's designs, the real
+    systems included wherever their lab counterpart runs.
+
+    >>> with_references(("zookeeper", "rocketmq"))
+    ('zookeeper', 'rocketmq', 'real-kafka-0.8.2.2')
+    """
+    return (*designs, *(r for d in designs for r in REFERENCES.get(d, ())))
+
+
+def settings_of(design: str) -> str:
+    """The design whose settings (overrides, limits) an experiment gives `design`: its counterpart's for a real
+    system, its own for a lab design.
+
+    >>> settings_of("real-kafka-3.9"), settings_of("classic")
+    ('kafka-python', 'classic')
+    """
+    return FAMILIES[design].counterpart or design
+
+
+def real_designs(designs: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `designs` that are real systems (`Family.counterpart` set)."""
+    return tuple(d for d in designs if FAMILIES[d].counterpart)
+
 
 #: the designs' names before they took Kafka's own (its documentation speaks of *classic* groups and of the
 #: *consumer* group protocol, KIP-848): {old name: today's}. Runs stored before keep the old names in their files;

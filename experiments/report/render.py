@@ -10,7 +10,8 @@ Markdown: a header, the environment, each experiment's section in the
 catalogue's order (`catalogue/__init__.py`; each draws its figures, matplotlib,
 headless, into `report/figures/`), the real Kafka clients beside the lab's
 consumer (`real_clients.py`), the designs compared, the failed trials and the
-cross-check.
+cross-check. The real systems (`real_systems/`) are set beside the lab's designs in a part of their own
+(`beside.py`); the experiments' sections and the first screen show the lab's designs.
 Every number
 in it comes from those files; rendering the same run twice gives the same
 REPORT.md, which is what `python -m experiments report RUN_DIR` does. By
@@ -31,6 +32,7 @@ from experiments.engine import profiles, store
 from experiments.engine.experiment import StoredRun
 from experiments.engine.finding import Finding, by_id
 from experiments.engine.steps import MEMBERSHIP_CHANGES
+from experiments.report.beside import beside_section, first_screen_sentence, without_real
 from experiments.report.compare import designs_compared
 from experiments.report.front import front
 from experiments.report.parts import Section, anchor, table
@@ -100,9 +102,10 @@ def render(run_dir: Path, out: Path | None = None, full_dir: Path | None = None)
     full_runs.copy_runs(full_dir, report_dir)
     full_sections = full_runs.sections(report_dir / full_runs.FULL, report_dir, out.parent)
     run = StoredRun(env, configs, grid, figures, out.parent, timelines, computed)
+    lab = without_real(summary)  # the sections and the first screen: the lab's designs; the real ones beside them
     sections, full_sections_after = [], {}
     for name, experiment in EXPERIMENTS.items():
-        rows = summary[summary.experiment == name]
+        rows = lab[lab.experiment == name]
         if not rows.empty:
             sections.append(experiment.render_section(rows, run))
             full_sections_after[sections[-1].title] = full_sections.get(name, "")
@@ -110,8 +113,10 @@ def render(run_dir: Path, out: Path | None = None, full_dir: Path | None = None)
     appendices = [_environment(env)]
     for section in sections:
         appendices += [section.appendix_section(), full_sections_after[section.title]]
-    appendices += [real_clients_section(summary), designs_compared(summary), _failures(summary), _cross_check(summary)]
-    parts = [front(summary, figures, out.parent, full_herd), _contents(sections, appendices), _header(env, summary),
+    appendices += [beside_section(summary, figures, out.parent), real_clients_section(lab), designs_compared(lab),
+                   _failures(summary), _cross_check(summary)]
+    parts = [front(lab, figures, out.parent, full_herd, also=first_screen_sentence(summary)),
+             _contents(sections, appendices), _header(env, summary),
              *(s.body() for s in sections), "# Appendices", *appendices]
     _findings_file(summary, computed, report_dir)
     out.write_text("\n\n".join(p.strip() for p in parts if p) + "\n")

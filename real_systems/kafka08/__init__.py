@@ -46,4 +46,5 @@ FAMILY = Family(
     stops_by="0.8.2.2's shutdown: fetchers stopped, offsets committed, session closed",
     from_beginning={"auto.offset.reset": "smallest"},
     session_timeout_ms=lambda config: float(config.get("zookeeper.session.timeout.ms", 6000)),
-    host_command=_host, brokers=RealBrokers("Kafka 0.8.2.2", broker.start, api_version="0.8.2"))
+    host_command=_host, brokers=RealBrokers("Kafka 0.8.2.2", broker.start, api_version="0.8.2"),
+    counterpart="zookeeper")

@@ -21,4 +21,5 @@ FAMILY = Family(
     package="real_systems.kafka3", address="kafka_bootstrap", address_config="bootstrap.servers",
     configure=KAFKA_PYTHON.configure, build=KAFKA_PYTHON.build, session_timeout_ms=KAFKA_PYTHON.session_timeout_ms,
     computes="leader", settled_state="stable", victim_link="none", stops_by=KAFKA_PYTHON.stops_by,
-    from_beginning=KAFKA_PYTHON.from_beginning, brokers=RealBrokers("Kafka 3.9.2", broker.start))
+    from_beginning=KAFKA_PYTHON.from_beginning, brokers=RealBrokers("Kafka 3.9.2", broker.start),
+    counterpart="kafka-python")

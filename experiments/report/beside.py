@@ -1,0 +1,239 @@
+"""The report's part on the real systems: the lab's designs beside the systems they reconstruct.
+
+Each real system's design (`Family.counterpart`, `real_systems/`) ran in the herd, zombie and storm
+experiments on its counterpart's grid and settings. This part sets each pair's figures side by side, per
+experiment, draws the herd's ZooKeeper load of both ZooKeeper-era consumers, lists every finding about a real
+system (its counterpart's findings judged on its own trials, and `catalogue/beside.py`'s distance), and says
+where the two differ and why, each sentence written only where the run's figures show that difference.
+
+The experiments' own sections show the lab's designs only (their bodies stay short); the real systems are
+here, and on the first screen in one sentence (`first_screen_sentence`). Rendered from the run's stored
+summary only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.catalogue import EXPERIMENTS, herd, storm, zombie
+from experiments.catalogue.beside import per_n
+from experiments.engine.families import FAMILIES, real_designs
+from experiments.report import plotting
+from experiments.report.parts import cell, findings_list, table
+
+TITLE = "The lab beside the real systems"
+#: the herd's figures each pair is compared on: the ZooKeeper era's load and outcome, the coordinator's stop
+HERD_COLUMNS = {
+    "zookeeper": (("notifications_per_change", "notifications"), ("zk_requests_per_change", "ZooKeeper requests"),
+                  ("membership_reads_per_change", "registration reads"), ("rebalance_attempts", "attempts"),
+                  ("owner_conflicts", "owner conflicts"), ("convergence_ms", "ms to stable")),
+    "kafka-python": (("members_revoking", "members revoking"), ("partitions_revoked", "partitions revoked"),
+                     ("generations", "rounds"), ("convergence_ms", "ms to stable"),
+                     ("unowned_partition_s", "unowned partition-s")),
+}
+ZOMBIE_COLUMNS = (("processed_after_loss", "processed after loss"),
+                  ("zombie_commits_accepted", "zombie commits accepted"), ("commits_fenced", "commits fenced"),
+                  ("offsets_moved_backwards", "offsets moved backwards"), ("duplicates", "duplicates"))
+STORM_COLUMNS = (("generations", "rounds"), ("members_revoking", "members revoking"),
+                 ("partitions_revoked", "partitions revoked"), ("unowned_partition_s", "unowned partition-s"),
+                 ("duplicates", "duplicates"), ("stable_after_last_ms", "stable after last ms"))
+
+
+def without_real(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary of the lab's own designs: what the experiments' sections and the first screen show."""
+    return summary[~summary.design.isin(real_designs(tuple(FAMILIES)))]
+
+
+def beside_section(summary: pd.DataFrame, figures: Path, root: Path) -> str:
+    """The part, or "" where the run has no ok trial of a real system."""
+    ok = summary[summary.status == "ok"]
+    reals = [d for d in real_designs(tuple(FAMILIES)) if (ok.design == d).any()]
+    if not reals:
+        return ""
+    parts = [f"## {TITLE}", _introduction(reals)]
+    figure = _herd_figure(ok, figures / "beside-herd.png")
+    if figure:
+        parts.append(f"![ZooKeeper requests and registration reads per change against N, the lab's ZooKeeper-era "
+                     f"consumer and Kafka 0.8.2.2's own]({figure.relative_to(root).as_posix()})\n\n*Per change "
+                     "(join, leave) against the group size N, log-log: the ZooKeeper requests of every member "
+                     "(solid) and, of them, the reads of a member's registration (dotted), for the lab's "
+                     "`zookeeper` design and Kafka 0.8.2.2's own consumer.*")
+    for real in reals:
+        parts += [p for p in (_herd(ok, real), _zombie(ok, real), _storm(ok, real)) if p]
+    differences = _differences(ok, reals)
+    if differences:
+        parts.append("**Where they differ, and why.**\n\n" + "\n".join(f"- {d}" for d in differences))
+    checked = [f for name, e in EXPERIMENTS.items() if name in (herd.NAME, zombie.NAME, storm.NAME)
+               and (summary.experiment == name).any()
+               for f in e.findings(summary[summary.experiment == name]) if _about_real(f.id)]
+    parts.append("**The findings, checked on the real systems** (each experiment's `findings`, the ids that name "
+                 "a real system: its counterpart's findings on its own trials, and its distance from it, "
+                 "`experiments/catalogue/beside.py`):\n\n" + (findings_list(checked) or "- none"))
+    return "\n\n".join(parts)
+
+
+def first_screen_sentence(summary: pd.DataFrame) -> str | None:
+    """The first screen's sentence on Kafka 0.8.2.2's own consumer, where the run has its herd beside the lab's."""
+    ok = summary[(summary.status == "ok") & (summary.experiment == herd.NAME)]
+    reals = [d for d in real_designs(tuple(FAMILIES)) if FAMILIES[d].counterpart == "zookeeper"]
+    for real in reals:
+        theirs = per_n(ok, herd.NAME, real, "join", "zk_requests_per_change")
+        ours = per_n(ok, herd.NAME, "zookeeper", "join", "zk_requests_per_change")
+        common = [n for n in theirs.index if n in ours.index]
+        if common:
+            n = max(common)
+            reads = per_n(ok, herd.NAME, real, "join", "membership_reads_per_change")
+            lab_reads = per_n(ok, herd.NAME, "zookeeper", "join", "membership_reads_per_change")
+            return (f"Run beside it, Kafka 0.8.2.2's own consumer paid for one join to a group of {n} "
+                    f"{cell(theirs.loc[n])} ZooKeeper requests ({cell(reads.loc[n])} registration reads); the "
+                    f"lab's reconstruction {cell(ours.loc[n])} ({cell(lab_reads.loc[n])}) "
+                    f"([{TITLE}](#the-lab-beside-the-real-systems)).")
+    return None
+
+
+def _about_real(finding_id: str) -> bool:
+    return any(finding_id.startswith(f"{d}-") for d in real_designs(tuple(FAMILIES)))
+
+
+def _introduction(reals: list[str]) -> str:
+    listed = "\n".join(f"- `{d}` beside `{FAMILIES[d].counterpart}`: {FAMILIES[d].label}; its brokers: "
+                       f"{FAMILIES[d].brokers.name}." for d in reals)
+    return f"""Every design in the sections above is the lab's reconstruction. Here the systems themselves ran the
+same experiments, on the same grids, with their counterpart's settings: the jars their projects published
+(fetched from Maven Central by `scripts/setup.sh`, `real_systems/pom.xml`), started as child processes of the
+trial on the same real ZooKeeper.
+
+{listed}
+
+Kafka 0.8.2.2's consumer is its own `ZookeeperConsumerConnector`, unchanged; a small driver of the lab's
+starts each member and turns what the connector and its ZooKeeper client log into the lab's trace events
+(`real_systems/kafka08/.../Observer.java`), so the same metrics apply, and the ZooKeeper servers' own counts
+check them (the cross-check below). Kafka 3.9.2's coordinator writes no lab trace: what the client's
+callbacks report is measured, its broker's side is not."""
+
+
+def _side_by_side(ok: pd.DataFrame, experiment: str, real: str, columns, keys: list[str]) -> pd.DataFrame:
+    lab = FAMILIES[real].counterpart
+    rows = ok[(ok.experiment == experiment) & ok.design.isin([lab, real])]
+    if rows.empty or not (rows.design == real).any():
+        return pd.DataFrame()
+    values = rows.groupby(["design", *keys])[[c for c, _ in columns]].mean()
+    out = []
+    for key, _ in values.loc[real].iterrows():
+        key = key if isinstance(key, tuple) else (key,)
+        row = list(key)
+        for c, _ in columns:
+            row += [values.loc[(real, *key), c], values.loc[(lab, *key), c] if (lab, *key) in values.index else None]
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _pair_table(frame: pd.DataFrame, keys: list[str], columns, real: str) -> str:
+    lab = FAMILIES[real].counterpart
+    header = [*keys, *(f"{label}: real / {lab}" for _, label in columns)]
+    rows = [(*r[:len(keys)], *(f"{cell(r[len(keys) + 2 * i])} / {cell(r[len(keys) + 2 * i + 1])}"
+                               for i in range(len(columns)))) for r in frame.itertuples(index=False)]
+    return table(header, rows)
+
+
+def _herd(ok: pd.DataFrame, real: str) -> str:
+    columns = HERD_COLUMNS[FAMILIES[real].counterpart]
+    frame = _side_by_side(ok, herd.NAME, real, columns, ["change", "consumers"])
+    if frame.empty:
+        return ""
+    return (f"**Herd: `{real}` beside `{FAMILIES[real].counterpart}`** (one join, then one leave, per N; each "
+            f"cell the real system's figure, then the lab's):\n\n"
+            + _pair_table(frame, ["change", "N"], columns, real))
+
+
+def _zombie(ok: pd.DataFrame, real: str) -> str:
+    rows = zombie.per_trial(ok[ok.experiment == zombie.NAME])
+    rows = rows.assign(experiment=zombie.NAME, consumers=0)
+    frame = _side_by_side(rows, zombie.NAME, real, ZOMBIE_COLUMNS, ["variant"])
+    if frame.empty:
+        return ""
+    return (f"**Zombie: `{real}` beside `{FAMILIES[real].counterpart}`** (a member paused, or cut off where the "
+            "design has a link the lab can cut, past its session timeout):\n\n"
+            + _pair_table(frame, ["fault"], ZOMBIE_COLUMNS, real))
+
+
+def _storm(ok: pd.DataFrame, real: str) -> str:
+    if not (ok.experiment == storm.NAME).any():
+        return ""
+    rows = storm.per_trial(ok[ok.experiment == storm.NAME]).assign(experiment=storm.NAME)
+    frame = _side_by_side(rows, storm.NAME, real, STORM_COLUMNS, ["consumers"])
+    if frame.empty:
+        return ""
+    return (f"**Storm: `{real}` beside `{FAMILIES[real].counterpart}`** (a rolling restart of the whole group, "
+            "in total):\n\n" + _pair_table(frame, ["N"], STORM_COLUMNS, real))
+
+
+def _differences(ok: pd.DataFrame, reals: list[str]) -> list[str]:
+    """A sentence for each difference the run's figures show, with its cause as the traces showed it."""
+    out = []
+    for real in (d for d in reals if FAMILIES[d].counterpart == "zookeeper"):
+        theirs = per_n(ok, herd.NAME, real, "join", "owner_conflicts")
+        ours = per_n(ok, herd.NAME, "zookeeper", "join", "owner_conflicts")
+        common = [n for n in theirs.index if n in ours.index]
+        if common and ours.loc[common].sum() > theirs.loc[common].sum():
+            out.append(
+                f"Joins cost the lab's consumer {cell(ours.loc[common].sum())} owner conflicts over N = "
+                f"{', '.join(map(str, common))}, Kafka 0.8.2.2's own {cell(theirs.loc[common].sum())}. A conflict "
+                "is the newcomer claiming a partition before its old owner has released it, and a retry "
+                "`rebalance.backoff.ms` (2 s) later. Both designs race the same way; what differs is the newcomer's "
+                "speed: 0.8.2.2's first rebalance runs in a fresh JVM and is slow (its first reads of the broker "
+                "registrations wait for its classes to load: its trace shows the gap), so the old members have "
+                "released by the time it claims; the lab's newcomer, a Python process already warm, claims "
+                "within milliseconds. Where the lab's figures are higher at small N, this is why; from N = 8 on, "
+                "both agree within the stated distance (the beside findings).")
+        slower = []
+        for change in ("join", "leave"):
+            t = per_n(ok, herd.NAME, real, change, "convergence_ms")
+            o = per_n(ok, herd.NAME, "zookeeper", change, "convergence_ms")
+            slower += [o.loc[n] / t.loc[n] for n in t.index if n in o.index and t.loc[n] > 0]
+        if slower and min(slower) > 1:
+            out.append(
+                f"The lab's consumer takes longer to a stable group than Kafka 0.8.2.2's own at every N and change "
+                f"({min(slower):.1f} to {max(slower):.1f} times as long), for about the same requests. Not yet "
+                "traced to its cause: the likeliest is that the herd runs the lab's group as threads of one "
+                "Python process (`layout` shared), whose interpreter lock serialises the members' rebalances, "
+                "where 0.8.2.2's connectors in one JVM run theirs in parallel; the owner conflicts above add a "
+                "back-off at small N.")
+        told = per_n(ok, herd.NAME, real, "leave", "notifications_per_change")
+        lab_told = per_n(ok, herd.NAME, "zookeeper", "leave", "notifications_per_change")
+        common = [n for n in told.index if n in lab_told.index]
+        if common and all(told.loc[n] == lab_told.loc[n] + 1 for n in common):
+            out.append(
+                "On a leave, Kafka 0.8.2.2's consumers record one notification more than the lab's at every N: the "
+                "leaver's own. Closing its session deletes its registration, and the server sends the watch "
+                "event to the closing session too; Java's client reads it before the close's answer, the lab's "
+                "(kazoo) stops reading first and records it as `zk_watch_unheard`. The servers' own count is "
+                "the same for both (the cross-check).")
+    return out
+
+
+def _herd_figure(ok: pd.DataFrame, path: Path) -> Path | None:
+    import matplotlib.pyplot as plt
+
+    pairs = [(FAMILIES[d].counterpart, d) for d in real_designs(tuple(FAMILIES))
+             if FAMILIES[d].counterpart == "zookeeper" and ((ok.experiment == herd.NAME) & (ok.design == d)).any()]
+    if not pairs:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained", sharey=True)
+    for ax, change in zip(axes, ("join", "leave"), strict=True):
+        for design in dict.fromkeys(d for pair in pairs for d in pair):
+            plotting.log_series(ax, per_n(ok, herd.NAME, design, change, "zk_requests_per_change"), design)
+            reads = per_n(ok, herd.NAME, design, change, "membership_reads_per_change")
+            plotting.log_series(ax, reads, design, linestyle=":", label=f"{design}: registration reads")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(change)
+        ax.set_xlabel("group size N")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("per change")
+    plotting.legend_outside(fig, [axes[0]])
+    plotting.save(fig, path)
+    return path
+
