@@ -189,10 +189,12 @@ class RealClientMember:
     def _on_assigned(self, owned: list[tuple[str, int]], generation: int | None) -> None:
         with self._lock:
             self._accepted.forget(list(set(owned) - self._owned))
-            self._owned = set(owned)
+            moved, self._owned = set(owned) != self._owned, set(owned)
         self.trace.record("assigned", member=self.member_id, generation=generation,
                           partitions=[list(tp) for tp in sorted(owned)])
-        self._set_state(State.STABLE)
+        # an incremental protocol (KIP-848, cooperative) may hand a STABLE member more partitions: a new state line
+        # all the same, or the runner goes on seeing the old share
+        self._set_state(State.STABLE, notify=moved)
 
     def _on_commit_answered(self, offsets: list[tuple[str, int, int]], error: str | None) -> None:
         """An asynchronous commit's answer, from the client's commit callback: recorded where it is news."""
@@ -211,10 +213,11 @@ class RealClientMember:
         self.trace.record("consumer_failed", member=self.ident, reason=reason)
         self._set_state(State.FAILED)
 
-    def _set_state(self, state: State) -> None:
+    def _set_state(self, state: State, notify: bool = False) -> None:
+        """Enter `state`; its host hears of it if it changed (or `notify`: the member's partitions did)."""
         with self._lock:
             changed, self.state = state is not self.state, state
         if changed:
             self.trace.record("consumer_state", member=self.member_id or self.ident, state=state.value)
-            if self.on_change is not None:
-                self.on_change(self)
+        if (changed or notify) and self.on_change is not None:
+            self.on_change(self)

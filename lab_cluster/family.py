@@ -30,12 +30,17 @@ class RealBrokers:
     started as a child process with one Kafka listener, served to the producer and the consumers alike."""
 
     name: str  # what they are, e.g. "Kafka 0.8.2.2"
-    #: (broker_id, zk_connect, trial_dir, session_timeout_ms=, port=) -> a `LabProcess` with `broker_id`, `port`
-    #: and `kafka_port` (both its one listener); `port` 0: any free one
+    #: (broker_id, zk_connect, trial_dir, session_timeout_ms=, port=, config=) -> a `LabProcess` with
+    #: `broker_id`, `port` and `kafka_port` (both its one listener); `port` 0: any free one; `config`: the
+    #: trial's broker settings (`TrialSpec.broker_overrides`, the design's `broker_config`), in Kafka's names
     start: Callable[..., Any]
     #: the Kafka protocol version the producer speaks to them (kafka-python's `api_version`, e.g. "0.8.2"); None:
     #: it asks them (`real_systems/kafka_producer.py`)
     api_version: str | None = None
+    #: (bootstrap, topic, partitions) -> None: make the topic and wait for its leaders, where the brokers keep no
+    #: metadata in ZooKeeper (KRaft); None: the trial writes the topic's znode, which a ZooKeeper-mode
+    #: controller reads
+    create_topic: Callable[[str, str, int], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class Measure:
 
 
 def per_n(summary: pd.DataFrame, experiment: str, design: str, change: str, metric: str) -> pd.Series:
+    """Per N, the mean of `metric` over `design`'s ok windows of `change`."""
     rows = summary[(summary.experiment == experiment) & (summary.design == design) & (summary.change == change)
                    & (summary.status == "ok")]
     return rows.groupby("consumers")[metric].mean().sort_index()

@@ -181,7 +181,8 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                               f"requests {_series(zk)} (quadratic term "
                                               f"{quadratic_term(zk.index, zk.values):.3g})"))
         for design, era in (("classic", "Coordinator era"), ("consumer-848", "Consumer protocol (KIP-848)"),
-                            *((d, FAMILIES[d].label) for d in REAL_CLIENTS + _references(REAL_CLIENTS))):
+                            *((d, FAMILIES[d].label)
+                              for d in REAL_CLIENTS + _references((*REAL_CLIENTS, "consumer-848")))):
             quiet = per_n(summary, design, change, "notifications_per_change")
             modern_zk = per_n(summary, design, change, "zk_requests_per_change")
             out.append(Finding(f"{design}-{change}-no-zookeeper",
@@ -190,7 +191,9 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                f"notifications {_series(quiet)}; requests {_series(modern_zk)}"))
             if FAMILIES[design].brokers is None:  # a real system's coordinator writes no trace of its requests
                 out.append(_linear_control(summary, design, era, change))
-        out.append(_kip848_revokes_only_moving(summary, change))
+        out += [_kip848_revokes_only_moving(summary, change, d, era) for d, era in
+                (("consumer-848", "Consumer protocol (KIP-848)"),
+                 *((r, FAMILIES[r].label) for r in REFERENCES.get("consumer-848", ())))]
         # the real Kafka clients on the same coordinator as the lab's `classic` consumer
         out += [_like_the_labs_consumer(summary, design, FAMILIES[design].label, change) for design in REAL_CLIENTS]
         rocket = per_n(summary, "rocketmq", change, "notifications_per_change")
@@ -218,15 +221,19 @@ def _references(designs: tuple[str, ...]) -> tuple[str, ...]:
 #:   where the rebalance's own reads and writes dominate; below, one retried attempt (an owner conflict, a
 #:   back-off) moves a change's total by a third, and either design may have one;
 #: - beside `kafka-python` (the same client on the lab's coordinator and on Kafka's): the members that revoke and
-#:   the partitions revoked, equal (the eager protocol's stop is the protocol's, not the coordinator's); the
-#:   time to a stable group within 50% (one round more or less of kafka-python's own, `_like_the_labs_consumer`,
-#:   moves it by a round's time)
+#:   the partitions revoked, equal (the eager protocol's stop is the protocol's, not the coordinator's). The time
+#:   to a stable group is shown, not judged: it runs from the change, so it holds the joiner's process start,
+#:   which the machine's load moves by seconds (first stated within 50%, the standard run of issue 36 showed
+#:   it: at N=16 on Kafka's coordinator the joiner started 3.5 s after the change and the round took 1.9 s)
+#: - beside `consumer-848` (KIP-848, the lab's client and coordinator; librdkafka on Kafka 4's): the partitions
+#:   the others revoke, equal (both coordinators compute a uniform target: a join moves the newcomer's share,
+#:   a leave nothing); the time depends on each client's heartbeat and is shown, not judged
 BESIDE: dict[str, tuple[Measure, ...]] = {
     "zookeeper": (Measure("zk_requests_per_change", "ZooKeeper requests", 0.15, min_n=8),
                   Measure("membership_reads_per_change", "registration reads", 0.15, min_n=8)),
+    "consumer-848": (Measure("partitions_revoked", "partitions revoked", 0.0),),
     "kafka-python": (Measure("members_revoking", "members revoking", 0.0),
-                     Measure("partitions_revoked", "partitions revoked", 0.0),
-                     Measure("convergence_ms", "ms to a stable group", 0.5)),
+                     Measure("partitions_revoked", "partitions revoked", 0.0)),
 }
 
 
@@ -299,16 +306,17 @@ def _owners(summary: pd.DataFrame, design: str, change: str) -> pd.Series:
     return pd.Series(np.minimum(partitions.index, partitions.values).astype(int), index=partitions.index)
 
 
-def _kip848_revokes_only_moving(summary: pd.DataFrame, change: str) -> Finding:
+def _kip848_revokes_only_moving(summary: pd.DataFrame, change: str, design: str = "consumer-848",
+                                era: str = "Consumer protocol (KIP-848)") -> Finding:
     """KIP-848: the others revoke at most the partitions that move; eager revokes everything it owns."""
-    revoked = per_n(summary, "consumer-848", change, "partitions_revoked")
-    moved = per_n(summary, "consumer-848", change, "partitions_moved")
+    revoked = per_n(summary, design, change, "partitions_revoked")
+    moved = per_n(summary, design, change, "partitions_moved")
     eager = per_n(summary, "classic", change, "partitions_revoked")
     common = [n for n in revoked.index if n in eager.index]
     ok = (len(revoked) >= 3 and all(revoked.loc[n] <= moved.loc[n] for n in revoked.index)
           and all(revoked.loc[n] < eager.loc[n] for n in common))
-    return Finding(f"consumer-848-{change}-revokes-only-moving",
-                   f"Consumer protocol (KIP-848), {change}: no group-wide stop; the other members revoke at most the "
+    return Finding(f"{design}-{change}-revokes-only-moving",
+                   f"{era}, {change}: no group-wide stop; the other members revoke at most the "
                    "partitions that move (the eager coordinator era revokes all it owns)", bool(ok),
                    f"revoked {_series(revoked)}; moved {_series(moved)}; eager revoked {_series(eager)}")
 

@@ -232,7 +232,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                                  & (r.requests_fenced > 0)).all()),
             _evidence(r, ["requests_fenced", "commits_fenced", "zombie_commits_accepted", "offsets_moved_backwards",
                           "duplicates"])))
-    for design in REFERENCES.get("kafka-python", ()):  # the same client on Kafka's own coordinator
+    for design in (*REFERENCES.get("kafka-python", ()), *REFERENCES.get("consumer-848", ())):  # Kafka's coordinator
         r = t[(t.design == design) & (t.variant == "pause")]
         out.append(Finding(
             f"{design}-pause-not-accepted",

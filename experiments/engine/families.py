@@ -16,6 +16,7 @@ import modern_coord
 import modern_coord.variants
 import real_systems.kafka08
 import real_systems.kafka3
+import real_systems.kafka4
 import rocketmq_client
 import tubemq_client
 import tubemq_client.server_balance
@@ -31,6 +32,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     *kafka_clients.FAMILIES,
     real_systems.kafka08.FAMILY,
     real_systems.kafka3.FAMILY,
+    real_systems.kafka4.FAMILY,
 )}
 
 #: each lab design's real counterparts (`Family.counterpart`): {lab design: (real designs beside it, ...)}

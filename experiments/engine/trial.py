@@ -11,7 +11,8 @@ scenario's steps. `run_trial(spec, dir)` then, in order:
    trial; LAB_ZK_BACKEND there when none is given), three brokers (which host the group coordinator,
    as Kafka 0.9+ brokers do; ZooKeeper-era consumers never ask for it; broker
    b holds its session on server b mod S), topic `t` with P partitions and a
-   producer;
+   producer; a real system's design (`Family.brokers`, `real_systems/`) gets
+   that system's own brokers, their topic and a producer in Kafka's protocol;
 2. starts the group `c1..cN`: `layout="shared"` runs them in one process
    (`python -m lab_cluster.consumer_host --family <package> --count N`);
    `layout="spread"` runs each in its own process, so that a fault can pause
@@ -310,10 +311,14 @@ class _Scenario:
         self.admin = admin
         self.progress("starting brokers", 1)
         brokers = [self._broker(i) for i in range(1, spec.brokers + 1)]
-        admin.retry(create_topic, admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
-        self._wait_for_metadata()
         self.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
         self.kafka_bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)  # for real Kafka clients
+        real = FAMILIES[spec.design].brokers
+        if real is not None and real.create_topic is not None:  # KRaft: the topic through Kafka's admin API
+            real.create_topic(self.kafka_bootstrap, TOPIC, spec.partitions)
+        else:
+            admin.retry(create_topic, admin, TOPIC, spec.partitions, [b.broker_id for b in brokers])
+            self._wait_for_metadata()
         self.trace.record("setup", topic=TOPIC, partitions=spec.partitions, consumers=spec.consumers,
                           group=GROUP, spec=spec.as_row(), **self.environment)
         if spec.rate > 0:
@@ -368,7 +373,9 @@ class _Scenario:
     def _broker(self, broker_id: int, port: int = 0, kafka_port: int = 0) -> BrokerProcess:
         real = FAMILIES[self.spec.design].brokers
         if real is not None:  # a real system's broker (`real_systems/`): one Kafka listener
-            broker = real.start(broker_id, self._server(broker_id - 1), self.dir, session_timeout_ms=6000, port=port)
+            broker = real.start(broker_id, self._server(broker_id - 1), self.dir, session_timeout_ms=6000, port=port,
+                                config={**FAMILIES[self.spec.design].broker_config,
+                                        **dict(o.split("=", 1) for o in self.spec.broker_overrides)})
             self.stack.callback(broker.stop)
             self.brokers[broker_id] = broker
             return broker
@@ -384,10 +391,13 @@ class _Scenario:
     def _wait_for_metadata(self) -> None:
         """Wait until every partition has a leader and every live broker's metadata says so; a real system's
         brokers are asked by their clients, which wait for metadata themselves: there, the leaders are enough."""
-        if FAMILIES[self.spec.design].brokers is None:
+        real = FAMILIES[self.spec.design].brokers
+        if real is None:
             self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
-        else:
+        elif real.create_topic is None:
             self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.spec.partitions)
+        else:  # KRaft: nothing of the topic is in ZooKeeper; its creation waited for the leaders
+            real.create_topic(self.kafka_bootstrap, TOPIC, self.spec.partitions)
 
     def _producer(self) -> LabProcess:
         """The lab producer, or for a real system's brokers one that speaks Kafka's protocol to them."""

@@ -29,6 +29,9 @@ HERD_COLUMNS = {
     "zookeeper": (("notifications_per_change", "notifications"), ("zk_requests_per_change", "ZooKeeper requests"),
                   ("membership_reads_per_change", "registration reads"), ("rebalance_attempts", "attempts"),
                   ("owner_conflicts", "owner conflicts"), ("convergence_ms", "ms to stable")),
+    "consumer-848": (("members_revoking", "members revoking"), ("partitions_revoked", "partitions revoked"),
+                     ("partitions_moved", "partitions moved"), ("convergence_ms", "ms to stable"),
+                     ("unowned_partition_s", "unowned partition-s")),
     "kafka-python": (("members_revoking", "members revoking"), ("partitions_revoked", "partitions revoked"),
                      ("generations", "rounds"), ("convergence_ms", "ms to stable"),
                      ("unowned_partition_s", "unowned partition-s")),
@@ -36,7 +39,9 @@ HERD_COLUMNS = {
 ZOMBIE_COLUMNS = (("processed_after_loss", "processed after loss"),
                   ("zombie_commits_accepted", "zombie commits accepted"), ("commits_fenced", "commits fenced"),
                   ("offsets_moved_backwards", "offsets moved backwards"), ("duplicates", "duplicates"))
-STORM_COLUMNS = (("generations", "rounds"), ("members_revoking", "members revoking"),
+#: rounds (`generations`) are not shown: where members compute they are membership views, which Kafka 0.8.2.2's
+#: log does not number (see `catalogue/storm.py`)
+STORM_COLUMNS = (("members_revoking", "members revoking"),
                  ("partitions_revoked", "partitions revoked"), ("unowned_partition_s", "unowned partition-s"),
                  ("duplicates", "duplicates"), ("stable_after_last_ms", "stable after last ms"))
 

@@ -17,14 +17,14 @@ from ..brokers import LOG4J, broker_home, start_jvm, write_properties
 
 
 def start(broker_id: int, zk_connect: str, trial_dir: str | Path, *, session_timeout_ms: int = 6000,
-          port: int = 0):
+          port: int = 0, config: dict[str, str] | None = None):
     """One real Kafka 0.8.2.2 broker; its `port` and `kafka_port` are both its one (Kafka protocol) listener."""
     port = port or free_port()
     home = broker_home(trial_dir, "kafka08", broker_id)
     props = write_properties(home / "server.properties", {
         "broker.id": broker_id, "port": port, "host.name": "127.0.0.1", "log.dirs": home / "logs",
         "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": session_timeout_ms,
-        "auto.create.topics.enable": "false"})
+        "auto.create.topics.enable": "false", **(config or {})})
     (home / "log4j.properties").write_text(LOG4J)
     broker = start_jvm(f"broker-{broker_id}", trial_dir, "kafka08", "lab.real.kafka08.Broker", [str(props)],
                        properties={"log4j.configuration": f"file:{home / 'log4j.properties'}"})

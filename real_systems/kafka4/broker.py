@@ -1,0 +1,142 @@
+"""A Kafka 4.1.1 node in KRaft mode as a child JVM of the trial: a broker and a controller in one process
+(`process.roles=broker,controller`), Kafka's own `kafka.Kafka`, unchanged, under the lab's `ReadyWhenListening`.
+
+A KRaft cluster has no ZooKeeper: its controllers elect a leader among themselves from a fixed list of voters
+(`controller.quorum.voters`), and each node's storage is formatted with the cluster's id before it first starts
+(Kafka's own `StorageTool format`, as `kafka-storage.sh` runs it). So the trial's three nodes share one
+quorum file in the trial's directory (`kafka4/quorum.json`: the cluster id and each node's controller port),
+made by the first node started. A node says READY once its controller listener accepts, which it does before
+the quorum has a leader: the trial starts the nodes one after another, and the quorum forms when a majority
+is up. The topic is then made through Kafka's admin API (`create_topic`), which waits for that.
+
+Settings: Kafka 4.1.1's defaults but for the listeners on loopback, the log directory in the trial's, no topic
+made by a request for one, and what a trial's design sets on its brokers (`TrialSpec.broker_overrides`: the
+zombie's KIP-848 session and heartbeat, `group.consumer.*`). Its group coordinator is Kafka 4's, which speaks
+both the classic protocol and KIP-848's consumer protocol (`group.coordinator.rebalance.protocols` default).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.errors import InvalidReplicationFactorError, KafkaError, TopicAlreadyExistsError
+
+from lab_cluster.errors import LabError, tail
+from lab_cluster.ports import free_ports
+
+from ..brokers import broker_home, start_jvm, write_properties
+from ..jars import java_command
+
+NODES = 3
+_LOG4J2 = """status = warn
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.stderr.ref = STDERR
+logger.request.name = kafka.request.logger
+logger.request.level = warn
+logger.state.name = state.change.logger
+logger.state.level = warn
+"""
+
+
+def _quorum(trial_dir: str | Path) -> dict:
+    """The trial's KRaft quorum: {"cluster_id", "controllers": {node id: port}}, made once per trial."""
+    path = Path(trial_dir) / "kafka4" / "quorum.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        ports = free_ports(NODES)
+        path.write_text(json.dumps({"cluster_id": cluster_id,
+                                    "controllers": {str(i + 1): p for i, p in enumerate(ports)}}))
+    return json.loads(path.read_text())
+
+
+def start(broker_id: int, zk_connect: str, trial_dir: str | Path, *, session_timeout_ms: int = 6000,
+          port: int = 0, config: dict[str, str] | None = None):
+    """Node `broker_id` (1 to 3) of the trial's KRaft cluster; `zk_connect` is not used (KRaft has no ZooKeeper)."""
+    if not 1 <= broker_id <= NODES:
+        raise LabError(f"Kafka 4's KRaft cluster here has {NODES} nodes (a fixed quorum), not node {broker_id}.",
+                       f"Run its trials with brokers={NODES}.")
+    quorum = _quorum(trial_dir)
+    controller = quorum["controllers"][str(broker_id)]
+    port = port or free_ports(1)[0]
+    home = broker_home(trial_dir, "kafka4", broker_id)
+    props = write_properties(home / "server.properties", {
+        "process.roles": "broker,controller", "node.id": broker_id,
+        "controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{p}" for i, p in quorum["controllers"].items()),
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": home / "logs", "auto.create.topics.enable": "false",
+        # a trial stops its nodes one after another at its end: the last one's controlled shutdown would wait out
+        # a quorum that has lost its majority (30 s each trial, seen); none of these trials stops a node before
+        "controlled.shutdown.enable": "false", **(config or {})})
+    log4j = home / "log4j2.properties"
+    log4j.write_text(_LOG4J2)
+    logging = {"log4j2.configurationFile": str(log4j)}
+    if not (home / "logs" / "meta.properties").exists():  # a restarted node keeps its formatted storage
+        _format(props, quorum["cluster_id"], logging)
+    broker = start_jvm(f"broker-{broker_id}", trial_dir, "kafka4", "lab.real.ReadyWhenListening",
+                       [str(controller), "kafka.Kafka", str(props)], heap_mb=512, properties=logging)
+    broker.broker_id, broker.port, broker.kafka_port = broker_id, port, port
+    return broker
+
+
+def _format(props: Path, cluster_id: str, logging: dict[str, str]) -> None:
+    command = java_command("kafka4", "kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c", str(props)],
+                           properties=logging)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise LabError("Kafka 4's StorageTool could not format a node's storage.",
+                       "Its output is below; check the node's settings in the trial's directory.",
+                       details=tail(done.stdout + done.stderr))
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
+    """Make `topic` through Kafka's admin API (replicated on every node) and wait until every partition has a
+    leader in the metadata: what `kafka-topics.sh --create` does on a KRaft cluster."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="lab-admin",
+                                     request_timeout_ms=10000)
+            break
+        except KafkaError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)  # the quorum has not elected its leader yet
+    try:
+        while True:  # until every node has registered with the controller (fewer cannot hold NODES replicas)
+            try:
+                admin.create_topics([NewTopic(topic, partitions, NODES)])
+                break
+            except TopicAlreadyExistsError:
+                break
+            except InvalidReplicationFactorError:
+                if time.monotonic() > deadline:
+                    raise LabError(f"Topic {topic}: fewer than {NODES} Kafka 4 nodes registered within "
+                                   f"{timeout_s:.0f} s.", "Check the nodes' logs (proc/broker-*.log).") from None
+                time.sleep(0.2)
+        while True:
+            described = admin.describe_topics([topic])[0]
+            led = [p for p in described.get("partitions", []) if p.get("leader_id", p.get("leader", -1)) >= 0]
+            if len(led) == partitions:
+                return
+            if time.monotonic() > deadline:
+                raise LabError(f"Topic {topic} did not get a leader for every partition within {timeout_s:.0f} s.",
+                               "Check the nodes' logs in the trial's directory (proc/broker-*.log).")
+            time.sleep(0.2)
+    finally:
+        admin.close()

@@ -1,0 +1,73 @@
+"""Kafka 4's own KIP-848 coordinator as a design (`real_systems/kafka4`): librdkafka with `group.protocol=consumer`
+on three real Kafka 4.1.1 nodes in KRaft mode, in one herd trial: the default run's smoke trial of it.
+
+What it checks is what the lab's `consumer-848` claims of KIP-848, now of Kafka's own: no member stops the group
+(on a join the old members revoke only the partitions that move to the newcomer, never all they own), each
+change ends with every partition owned once, every record produced is processed, and nobody touches ZooKeeper
+(a KRaft cluster has none; the trial's runs unused).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import trace_events
+
+from experiments.engine.trial import TrialSpec, run_trial
+from lab_cluster.leaks import find_leaks
+from real_systems import jars
+
+pytestmark = [pytest.mark.timeout(300)]
+
+MEMBERS = ("c1", "c2", "j1")
+
+
+@pytest.fixture(scope="module")
+def trial(tmp_path_factory):
+    if not jars.available("kafka4"):
+        pytest.fail("Kafka 4.1.1's jars are not built: run scripts/setup.sh (it runs Maven on real_systems/pom.xml)")
+    spec = TrialSpec("herd", "real-kafka-4", consumers=2, partitions=4, rate=2.0)
+    trial_dir = tmp_path_factory.mktemp("real-kafka4") / spec.trial_id
+    return run_trial(spec, trial_dir), trial_dir
+
+
+def owned_before(trial_dir, actor: str, until: int) -> set[int]:
+    assigned = [e for e in trace_events(trial_dir, actor, "assigned") if e["ts_ns"] < until]
+    return {p for _, p in assigned[-1]["f"]["partitions"]} if assigned else set()
+
+
+def test_the_trial_runs_on_a_kraft_cluster_and_leaves_nothing_behind(trial):
+    result, trial_dir = trial
+    assert result.status == "ok", result.reason
+    assert (trial_dir / "kafka4" / "quorum.json").is_file()
+    assert find_leaks(os.getpid()) == []
+
+
+def test_on_a_join_the_old_members_revoke_only_what_moves(trial):
+    _, trial_dir = trial
+    join, leave = [e["ts_ns"] for e in trace_events(trial_dir, "scenario", "change")]
+    for actor in ("c1", "c2"):
+        had = owned_before(trial_dir, actor, join)
+        revoked = {p for e in trace_events(trial_dir, actor, "revoked") if join <= e["ts_ns"] < leave
+                   for _, p in e["f"]["partitions"]}
+        kept = owned_before(trial_dir, actor, leave)
+        assert revoked == had - kept and kept, (actor, had, revoked, kept)  # it kept some, gave up only the rest
+
+
+def test_each_change_ends_with_one_owner_per_partition_and_everything_is_processed(trial):
+    _, trial_dir = trial
+    marks = ([e["ts_ns"] for e in trace_events(trial_dir, "scenario", "change")]
+             + [trace_events(trial_dir, "scenario", "end")[0]["ts_ns"]])
+    for until, live in ((marks[1], MEMBERS), (marks[2], ("c1", "c2"))):
+        owners = {}
+        for actor in live:
+            for partition in owned_before(trial_dir, actor, until):
+                owners.setdefault(partition, []).append(actor)
+        assert sorted(owners) == [0, 1, 2, 3] and all(len(o) == 1 for o in owners.values()), owners
+    converged = trace_events(trial_dir, "scenario", "converged")[-1]["ts_ns"]
+    produced = {(e["partition"], e["offset"]) for e in trace_events(trial_dir, "producer", "produced")
+                if e["ts_ns"] < converged}
+    processed = {(e["partition"], e["offset"]) for a in MEMBERS for e in trace_events(trial_dir, a, "processed")}
+    assert produced and produced <= processed
+    assert not [e for a in MEMBERS for k in ("zk_read", "zk_write") for e in trace_events(trial_dir, a, k)]
