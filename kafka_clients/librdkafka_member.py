@@ -118,12 +118,15 @@ class LibrdkafkaMember(RealClientMember):
             on_lost(c, partitions)
 
         auto_commit = str(self.config.get("enable.auto.commit", "true")).lower() == "true"
+        kip848 = str(self.config.get("group.protocol", "classic")) == "consumer"
         try:
             consumer.subscribe(self.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
             self._set_state(State.REBALANCING)
             while not self._stop.is_set():
                 message = consumer.poll(0.1)
                 if message is None:
+                    if kip848 and self.state is State.REBALANCING:
+                        self._assigned_nothing(consumer)
                     continue
                 if message.error() is not None:
                     if message.error().fatal() or message.error().code() == confluent_kafka.KafkaError._FATAL:
@@ -134,6 +137,18 @@ class LibrdkafkaMember(RealClientMember):
         finally:
             consumer.close()  # commit (if auto-commit), then LeaveGroup unless static
 
+
+    def _assigned_nothing(self, consumer) -> None:
+        """Under KIP-848 librdkafka calls no assign callback when a member's assignment is empty and stays so
+        (nothing to reconcile: a newcomer to a group with fewer partitions than members). A member that holds a
+        member epoch and owns nothing is then assigned nothing, as the lab's KIP-848 member says it."""
+        with self._lock:
+            if self._owned:
+                return
+        epoch = generation_of(consumer)
+        if epoch is not None and epoch >= 1:
+            self.member_id = consumer.memberid() or self.member_id
+            self._on_assigned([], epoch)
 
     def _commit_before_revoking(self, consumer, confluent_kafka) -> None:
         """A synchronous commit of the positions it processed (confluent-kafka reports a synchronous commit's

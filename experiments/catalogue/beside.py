@@ -21,8 +21,9 @@ from experiments.engine.finding import Finding
 class Measure:
     metric: str  # a column of the summary (`experiments/metrics.py`)
     what: str  # how the finding names it
-    tolerance: float  # |real - lab| <= tolerance x lab (0: equal)
+    tolerance: float  # |real - lab| <= tolerance x lab (0: equal) ...
     min_n: int = 0  # judged at N >= min_n; smaller groups are shown, not judged
+    absolute: float = 0.0  # ... or <= this much, whichever is more
 
 
 def per_n(summary: pd.DataFrame, experiment: str, design: str, change: str, metric: str) -> pd.Series:
@@ -32,13 +33,13 @@ def per_n(summary: pd.DataFrame, experiment: str, design: str, change: str, metr
     return rows.groupby("consumers")[metric].mean().sort_index()
 
 
-def within(real: float, lab: float, tolerance: float) -> bool:
-    """Whether `real` is within `tolerance` (relative) of `lab`.
+def within(real: float, lab: float, tolerance: float, absolute: float = 0.0) -> bool:
+    """Whether `real` is within `tolerance` (relative) of `lab`, or within `absolute` of it.
 
-    >>> within(1838, 1845, 0.15), within(244, 297, 0.15), within(3, 3, 0)
-    (True, False, True)
+    >>> within(1838, 1845, 0.15), within(244, 297, 0.15), within(3, 3, 0), within(3, 4, 0, absolute=1)
+    (True, False, True, True)
     """
-    return abs(real - lab) <= tolerance * abs(lab)
+    return abs(real - lab) <= max(tolerance * abs(lab), absolute)
 
 
 def beside(summary: pd.DataFrame, experiment: str, real: str, change: str, measures: tuple[Measure, ...],
@@ -55,11 +56,11 @@ def beside(summary: pd.DataFrame, experiment: str, real: str, change: str, measu
             counted = n >= m.min_n
             if counted:
                 judged.add(n)
-                ok = ok and within(theirs.loc[n], ours.loc[n], m.tolerance)
+                ok = ok and within(theirs.loc[n], ours.loc[n], m.tolerance, m.absolute)
             pairs.append(f"N={n}: {theirs.loc[n]:,.0f} vs {ours.loc[n]:,.0f}" + ("" if counted else " (shown)"))
         parts.append(f"{m.what}: " + (", ".join(pairs) or "no trial of both"))
-    stated = "; ".join(f"{m.what} within ±{m.tolerance:.0%}" if m.tolerance else f"{m.what} equal"
-                       for m in measures)
+    stated = "; ".join(f"{m.what} within ±{m.tolerance:.0%}" if m.tolerance
+                       else f"{m.what} within {m.absolute:g}" if m.absolute else f"{m.what} equal" for m in measures)
     smallest = max(m.min_n for m in measures)
     return Finding(f"{real}-{change}-beside-{lab}",
                    f"{FAMILIES[real].label}, {change}: within the stated distance of the lab's {lab} ({stated}"

@@ -220,20 +220,23 @@ def _references(designs: tuple[str, ...]) -> tuple[str, ...]:
 #: - beside `zookeeper`: the ZooKeeper requests and registration reads of a change, within 15% from N = 8 on,
 #:   where the rebalance's own reads and writes dominate; below, one retried attempt (an owner conflict, a
 #:   back-off) moves a change's total by a third, and either design may have one;
-#: - beside `kafka-python` (the same client on the lab's coordinator and on Kafka's): the members that revoke and
-#:   the partitions revoked, equal (the eager protocol's stop is the protocol's, not the coordinator's). The time
-#:   to a stable group is shown, not judged: it runs from the change, so it holds the joiner's process start,
-#:   which the machine's load moves by seconds (first stated within 50%, the standard run of issue 36 showed
-#:   it: at N=16 on Kafka's coordinator the joiner started 3.5 s after the change and the round took 1.9 s)
-#: - beside `consumer-848` (KIP-848, the lab's client and coordinator; librdkafka on Kafka 4's): the partitions
-#:   the others revoke, equal (both coordinators compute a uniform target: a join moves the newcomer's share,
-#:   a leave nothing); the time depends on each client's heartbeat and is shown, not judged
+#: - beside `kafka-python` (the same client on the lab's coordinator and on Kafka's): the members that revoke,
+#:   equal: the eager protocol's stop is the protocol's, not the coordinator's. The partitions revoked and the
+#:   time to a stable group are shown, not judged, though both were first stated (equal; within 50%): the
+#:   standard runs of issue 36 showed kafka-python's own extra round (`_like_the_labs_consumer`) on either
+#:   coordinator, which revokes again (N=32: 63 against 32 on the lab's, a join; 53 against 32 on Kafka's, a
+#:   leave), and the joiner's process start inside the time (3.5 s under load at N=16);
+#: - beside `consumer-848` (KIP-848: the lab's client and coordinator; librdkafka on Kafka 4's): the partitions
+#:   the others revoke, within one. Both coordinators compute a uniform target, but which members keep the
+#:   remainder's extra partition is not fixed: Kafka's `UniformHomogeneousAssignmentBuilder.maybeRevokePartitions`
+#:   hands the extras to the first members of `groupSpec.memberIds()`, a hash order of their ids, so a
+#:   newcomer may get one partition more or less (seen: N=8, 3 against the lab's 4). The time depends on each
+#:   client's heartbeat and is shown, not judged
 BESIDE: dict[str, tuple[Measure, ...]] = {
     "zookeeper": (Measure("zk_requests_per_change", "ZooKeeper requests", 0.15, min_n=8),
                   Measure("membership_reads_per_change", "registration reads", 0.15, min_n=8)),
-    "consumer-848": (Measure("partitions_revoked", "partitions revoked", 0.0),),
-    "kafka-python": (Measure("members_revoking", "members revoking", 0.0),
-                     Measure("partitions_revoked", "partitions revoked", 0.0)),
+    "consumer-848": (Measure("partitions_revoked", "partitions revoked", 0.0, absolute=1),),
+    "kafka-python": (Measure("members_revoking", "members revoking", 0.0),),
 }
 
 
