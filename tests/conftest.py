@@ -416,3 +416,17 @@ def _wait_produced(cluster, at_least, timeout_s=60):
                 return
         time.sleep(0.1)
     raise AssertionError(f"the producer did not produce {at_least} messages per partition")
+
+
+def real_system_trial(tmp_path_factory, design: str, module: str):
+    """One herd trial of a real system's design (2 members, 4 partitions: a join, a leave), for its smoke tests:
+    (result, trial dir, what this test process had running before it, for the leak check)."""
+    from experiments.engine.trial import TrialSpec, run_trial
+    from real_systems import jars
+
+    if not jars.available(module):
+        pytest.fail(f"{design}'s jars are not built: run scripts/setup.sh (it runs Maven on real_systems/pom.xml)")
+    spec = TrialSpec("herd", design, consumers=2, partitions=4, rate=2.0)
+    before = set(find_leaks())  # this test process's own, e.g. its session's ZooKeeper container
+    trial_dir = tmp_path_factory.mktemp(design) / spec.trial_id
+    return run_trial(spec, trial_dir), trial_dir, before

@@ -10,9 +10,9 @@ member's registration, the new group owns every partition once, and every record
 from __future__ import annotations
 
 import pytest
-from conftest import trace_events
+from conftest import real_system_trial, trace_events
 
-from experiments.engine.trial import GROUP, TrialSpec, run_trial
+from experiments.engine.trial import GROUP
 from lab_cluster.errors import LabError
 from lab_cluster.leaks import find_leaks
 from real_systems import jars
@@ -24,13 +24,7 @@ DESIGN = "real-kafka-0.8.2.2"
 
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
-    if not jars.available("kafka08"):
-        pytest.fail("Kafka 0.8.2.2's jars are not built: run scripts/setup.sh (it runs Maven on real_systems/pom.xml)")
-    spec = TrialSpec("herd", DESIGN, consumers=2, partitions=4, rate=2.0)
-    before = set(find_leaks())  # this test process's own, e.g. its session's ZooKeeper container
-    trial_dir = tmp_path_factory.mktemp("real-kafka08") / spec.trial_id
-    result = run_trial(spec, trial_dir)
-    return result, trial_dir, before
+    return real_system_trial(tmp_path_factory, DESIGN, "kafka08")
 
 
 def window(trial_dir, index: int) -> tuple[int, int]:

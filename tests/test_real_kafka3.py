@@ -10,11 +10,9 @@ ends with every partition owned once, and every record produced is processed.
 from __future__ import annotations
 
 import pytest
-from conftest import trace_events
+from conftest import real_system_trial, trace_events
 
-from experiments.engine.trial import TrialSpec, run_trial
 from lab_cluster.leaks import find_leaks
-from real_systems import jars
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -23,12 +21,7 @@ MEMBERS = ("c1", "c2", "j1")
 
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
-    if not jars.available("kafka3"):
-        pytest.fail("Kafka 3.9.2's jars are not built: run scripts/setup.sh (it runs Maven on real_systems/pom.xml)")
-    spec = TrialSpec("herd", "real-kafka-3.9", consumers=2, partitions=4, rate=2.0)
-    before = set(find_leaks())  # this test process's own, e.g. its session's ZooKeeper container
-    trial_dir = tmp_path_factory.mktemp("real-kafka3") / spec.trial_id
-    return run_trial(spec, trial_dir), trial_dir, before
+    return real_system_trial(tmp_path_factory, "real-kafka-3.9", "kafka3")
 
 
 def marks(trial_dir) -> list[int]:

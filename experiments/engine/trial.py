@@ -371,19 +371,17 @@ class _Scenario:
         return servers[k % len(servers)].connect + self.zk.chroot
 
     def _broker(self, broker_id: int, port: int = 0, kafka_port: int = 0) -> BrokerProcess:
+        # the settings the trial's own design needs of its brokers (KIP-848's timings)
+        config = {**FAMILIES[self.spec.design].broker_config,
+                  **dict(o.split("=", 1) for o in self.spec.broker_overrides)}
         real = FAMILIES[self.spec.design].brokers
         if real is not None:  # a real system's broker (`real_systems/`): one Kafka listener
             broker = real.start(broker_id, self._server(broker_id - 1), self.dir, session_timeout_ms=6000, port=port,
-                                config={**FAMILIES[self.spec.design].broker_config,
-                                        **dict(o.split("=", 1) for o in self.spec.broker_overrides)})
-            self.stack.callback(broker.stop)
-            self.brokers[broker_id] = broker
-            return broker
-        # every family's plug-in, with the settings the trial's own design needs of them (KIP-848's timings)
-        broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
-                               session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port, kafka_port=kafka_port,
-                               config={**FAMILIES[self.spec.design].broker_config,
-                                       **dict(o.split("=", 1) for o in self.spec.broker_overrides)})
+                                config=config)
+        else:  # the lab's, with every family's plug-in
+            broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
+                                   session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port, kafka_port=kafka_port,
+                                   config=config)
         self.stack.callback(broker.stop)
         self.brokers[broker_id] = broker
         return broker
