@@ -47,6 +47,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
+from experiments.engine.families import with_references
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -56,7 +57,9 @@ PROFILES = {
     "standard": {"consumers": [4], "partitions": 12, "rate": 5.0, "seeds": 3},
     "full": {"consumers": [4, 16], "partitions": 32, "rate": 5.0, "seeds": 5},
 }
-DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "tubemq-server")
+#: the lab's designs, then the real systems beside their counterparts (`real_systems/`): Kafka 0.8.2.2's own
+#: consumer beside `zookeeper`, Kafka 4's KIP-848 groups beside `consumer-848`
+DESIGNS = with_references(("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "tubemq-server"))
 #: TubeMQ's scenario: node 0 departs (its share then waits: the runner watches `TUBEMQ_WATCH_S`), and a
 #: replacement takes its nodeId
 TUBEMQ_STEPS = ("depart", "join")
