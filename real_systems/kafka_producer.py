@@ -2,13 +2,15 @@
 protocol, with kafka-python's `KafkaProducer`.
 
 Every `batch_interval_s` it sends `rate x interval` messages to each partition, named
-`"<topic>/<partition>/<sequence>"` as the lab producer names them, and records each one the leader
-acknowledged as `produced` (topic, partition, offset): what duplicates and gaps are counted against.
+`"<topic>/<partition>/<sequence>"` as the lab producer names them, and records each one its brokers
+acknowledged as `produced` (topic, partition, offset): what duplicates and gaps are counted against. It asks
+for every in-sync replica's acknowledgement (`acks` all), so a broker killed under it (broker churn) loses no
+acknowledged message: the partition's next leader has it.
 
-How it departs from the lab producer: it does not resend (`retries` 0). A send that failed is recorded as
-`produce_failed` and not resent, so a message is never written twice by the producer; one whose answer was
-lost though it landed would be processed without a `produced` record. The trials that run real brokers
-(herd, zombie, storm) kill no broker, so no answer is lost there.
+How it departs from the lab producer: it does not resend (`retries` 0). A send that failed (its leader was
+killed, or had not yet been replaced) is recorded as `produce_failed` and not resent, so a message is never
+written twice by the producer; one whose answer was lost though it landed would be processed without a
+`produced` record.
 
 Run as a process::
 
@@ -31,7 +33,7 @@ class RealProducer:
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate_per_partition: float,
                  trace: TraceRecorder, *, api_version: str | None = None, batch_interval_s: float = 0.05):
         version = tuple(int(x) for x in api_version.split(".")) if api_version else None
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks=1, retries=0, linger_ms=0,
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", retries=0, linger_ms=0,
                                       api_version=version, client_id="lab-producer")
         self.topic, self.partitions, self.rate, self.interval = topic, partitions, rate_per_partition, batch_interval_s
         self.trace = trace

@@ -53,6 +53,11 @@ The victim (variant), per design:
   `/brokers/ids` only when a rebalance found no broker, `legacy_zk/config.py`,
   `legacy_zk/consumer.py`; its fetchers find the new leader themselves,
   `legacy_zk/fetching.py`). The variant says which: `other-watch-always`;
+- Kafka 0.8.2.2's own consumer and brokers (`real-kafka-0.8.2.2`, `real_systems/`): victim `other`;
+  its code watches /brokers/ids only when a rebalance found no broker, as `when_empty` does. Its brokers
+  replicate, and the producer waits for every in-sync replica, so every partition's writes wait until the
+  controller drops the dead broker from the in-sync replicas (at its session's expiry): its unprocessed
+  time counts partitions with nothing new to process;
 - RocketMQ, TubeMQ (client and server balance): no coordinator; `other`, a
   broker that leads a third of the partitions. Each broker also holds
   RocketMQ's consumer table and offsets, and TubeMQ's registrations and a
@@ -90,7 +95,7 @@ from __future__ import annotations
 import pandas as pd
 
 from experiments.engine.experiment import Experiment
-from experiments.engine.families import FAMILIES, REAL_CLIENTS
+from experiments.engine.families import FAMILIES, REAL_CLIENTS, with_references
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.trial import TrialSpec
 
@@ -104,9 +109,17 @@ PROFILES = {
 #: every design of the registry, in its order (a design added to the registry joins), but the real Kafka clients
 #: (`kafka_clients/`): they are run in herd, zombie and storm; in this experiment the lab's consumers are watched
 #: learning of new leaders through the lab's metadata, which a real client's metadata refresh would need its own
-#: findings for (not built); nor the real systems (`real_systems/`): their producer does not resend a send a
-#: killed broker lost (`real_systems/kafka_producer.py`), so a broker's kill there would count as gaps
-DESIGNS = tuple(name for name in FAMILIES if name not in REAL_CLIENTS and not FAMILIES[name].counterpart)
+#: findings for (not built)
+LAB_DESIGNS = tuple(name for name in FAMILIES if name not in REAL_CLIENTS and not FAMILIES[name].counterpart)
+#: ... then the real systems (`real_systems/`) the runner can churn as it does the lab's brokers: the victim and
+#: its partitions' new leaders are read from ZooKeeper, so the real brokers must keep their topic there
+#: (`RealBrokers.create_topic` None: not KRaft) and the counterpart must have no coordinator to find (the
+#: runner's FindCoordinator is the lab's). That is Kafka 0.8.2.2, beside `zookeeper`: its producer asks for
+#: every replica's acknowledgement (`real_systems/kafka_producer.py`), so the kill loses no acknowledged send
+CHURNED_REAL = tuple(d for d in with_references(LAB_DESIGNS) if FAMILIES[d].counterpart
+                     and FAMILIES[d].brokers.create_topic is None
+                     and FAMILIES[FAMILIES[d].counterpart].find_coordinator is None)
+DESIGNS = (*LAB_DESIGNS, *CHURNED_REAL)
 #: the ZooKeeper era's two ways of watching /brokers/ids (`legacy_zk/config.py`)
 LEGACY_WATCH = ("always", "when_empty")
 #: how long the runner watches the kill's window once the group is whole, by design (default `HOLD_S[None]`):
@@ -234,6 +247,15 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                            len(legacy) > 0 and holds,
                            _evidence(legacy, ["kill_revoking", "restart_revoking", "kill_rebalances",
                                               "resumed_after_kill_ms"])))
+    for real in (d for d in CHURNED_REAL if FAMILIES[d].counterpart == "zookeeper"):
+        rows = t[t.design == real]
+        out.append(Finding(
+            f"{real}-broker-change", f"{_label(real)}: a broker dies and comes back, and nobody rebalances (it "
+            "watches /brokers/ids only when no broker is left); its fetchers find the partitions' new leaders "
+            "themselves, as the lab's `zookeeper` design does watching `when_empty`",
+            len(rows) > 0 and bool(((rows.kill_rebalances == 0) & (rows.restart_rebalances == 0)
+                                    & (rows.members_revoking == 0)).all()),
+            _evidence(rows, ["kill_revoking", "restart_revoking", "kill_rebalances", "resumed_after_kill_ms"])))
     out.append(Finding(
         "all-processing-resumes",
         "In every design every partition is processed again after the broker's death (its partitions' new "
@@ -251,6 +273,8 @@ def _case_of(finding_id: str) -> str | None:
             stem = "other-broker-no-rebalance" if victim == "other" else "coordinator-moves-group-stays-stable"
             if finding_id == f"{design}-{stem}":
                 return f"{victim}/{design}"
+    if finding_id.removesuffix("-broker-change") in CHURNED_REAL:
+        return f"other/{finding_id.removesuffix('-broker-change')}"
     if finding_id.startswith("zookeeper-watch-"):
         watch = finding_id.removeprefix("zookeeper-watch-").removesuffix("-broker-change").replace("-", "_")
         return f"other-watch-{watch}/zookeeper"

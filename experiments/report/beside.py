@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.catalogue import EXPERIMENTS, first_message, herd, storm, zombie
+from experiments.catalogue import EXPERIMENTS, broker_churn, first_message, herd, storm, zombie
 from experiments.catalogue.beside import per_n
 from experiments.engine.families import FAMILIES, real_designs
 from experiments.report import plotting
@@ -48,6 +48,12 @@ STORM_COLUMNS = (("members_revoking", "members revoking"),
 FIRST_MESSAGE_COLUMNS = (("first_message_ms", "newcomer's first message ms"), ("convergence_ms", "ms to stable"),
                          ("owner_conflicts", "owner conflicts"), ("members_revoking", "members revoking"))
 
+#: broker churn, beside the lab's case that does what the real one does (0.8.2.2 watches /brokers/ids only
+#: when no broker is left: the lab's `when_empty`)
+CHURN_COLUMNS = (("kill_rebalances", "rebalances at the kill"), ("restart_rebalances", "at the return"),
+                 ("members_revoking", "members revoking"), ("resumed_after_kill_ms", "ms until all processed again"),
+                 ("unprocessed_partition_s", "unprocessed partition-s"))
+
 
 def without_real(summary: pd.DataFrame) -> pd.DataFrame:
     """The summary of the lab's own designs: what the experiments' sections and the first screen show."""
@@ -69,11 +75,12 @@ def beside_section(summary: pd.DataFrame, figures: Path, root: Path) -> str:
                      "(solid) and, of them, the reads of a member's registration (dotted), for the lab's "
                      "`zookeeper` design and Kafka 0.8.2.2's own consumer.*")
     for real in reals:
-        parts += [p for p in (_herd(ok, real), _zombie(ok, real), _storm(ok, real), _first_message(ok, real)) if p]
+        parts += [p for p in (_herd(ok, real), _zombie(ok, real), _storm(ok, real), _first_message(ok, real),
+                                       _broker_churn(ok, real)) if p]
     differences = _differences(ok, reals)
     if differences:
         parts.append("**Where they differ, and why.**\n\n" + "\n".join(f"- {d}" for d in differences))
-    checked = [f for name, e in EXPERIMENTS.items() if name in (herd.NAME, zombie.NAME, storm.NAME)
+    checked = [f for name, e in EXPERIMENTS.items() if name in (herd.NAME, zombie.NAME, storm.NAME, broker_churn.NAME)
                and (summary.experiment == name).any()
                for f in e.findings(summary[summary.experiment == name]) if _about_real(f.id)]
     parts.append("**The findings, checked on the real systems** (each experiment's `findings`, the ids that name "
@@ -185,6 +192,22 @@ def _first_message(ok: pd.DataFrame, real: str) -> str:
         return ""
     return (f"**First message: `{real}` beside `{FAMILIES[real].counterpart}`** (a newcomer joins a group of N; "
             "the mean over the run's seeds):\n\n" + _pair_table(frame, ["N"], FIRST_MESSAGE_COLUMNS, real))
+
+
+def _broker_churn(ok: pd.DataFrame, real: str) -> str:
+    rows = broker_churn.per_trial(ok[ok.experiment == broker_churn.NAME])
+    rows = rows[(rows.design == real) | ((rows.design == FAMILIES[real].counterpart) & (rows.watch == "when_empty"))]
+    frame = _side_by_side(rows.assign(experiment=broker_churn.NAME), broker_churn.NAME, real, CHURN_COLUMNS,
+                          ["consumers"])
+    if frame.empty:
+        return ""
+    return (f"**Broker churn: `{real}` beside `{FAMILIES[real].counterpart}` watching `/brokers/ids` only when "
+            "empty** (a broker that leads a third of the partitions is killed, then comes back). Kafka's brokers "
+            "replicate, and the producer asks every in-sync replica's acknowledgement, so until the controller "
+            "drops the dead broker from every partition's in-sync replicas (its ZooKeeper session expires, 6 s) "
+            "every partition's writes wait, not only the dead leader's: its unprocessed time counts partitions "
+            "that had nothing new to process. The lab's brokers do not replicate (`catalogue/broker_churn.py`)."
+            "\n\n" + _pair_table(frame, ["N"], CHURN_COLUMNS, real))
 
 
 def _differences(ok: pd.DataFrame, reals: list[str]) -> list[str]:
