@@ -41,6 +41,15 @@ class RealBrokers:
     #: metadata in ZooKeeper (KRaft); None: the trial writes the topic's znode, which a ZooKeeper-mode
     #: controller reads
     create_topic: Callable[[str, str, int], None] | None = None
+    #: (trial_dir) -> a `LabProcess` with `address` ("host:port"): a name server the brokers register with
+    #: (RocketMQ's), started once per trial before them; each broker's `start` then gets its address where a
+    #: ZooKeeper connect string goes, and consumers of a family whose `address` is "namesrv" get it as theirs.
+    #: None: no name server (the brokers register in the trial's ZooKeeper, or among themselves)
+    name_server: Callable[[Any], Any] | None = None
+    #: (the producer's arguments) -> the command of a producer of the system's own, taking
+    #: `real_systems/kafka_producer.py`'s arguments (`--bootstrap` the name server's address where there is one,
+    #: else the brokers' listeners) and writing its trace; None: that Kafka-protocol producer
+    producer_command: Callable[[list[str]], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,8 @@ class Family:
     #: (`modern_coord.variants:STATIC`)
     package: str
     #: "zk": its consumers are given a ZooKeeper connect string; "bootstrap": the brokers' lab (JSON) listeners;
-    #: "kafka_bootstrap": the brokers' Kafka listeners (a real Kafka client's `bootstrap.servers`)
+    #: "kafka_bootstrap": the brokers' Kafka listeners (a real Kafka client's `bootstrap.servers`); "namesrv": the
+    #: name server of its real brokers (`RealBrokers.name_server`: RocketMQ's `namesrvAddr`)
     address: str
     address_config: str  # the config key that address goes in, e.g. "zookeeper.connect"
     #: (properties, actor) -> a validated config; raises LabError on a bad one, before anything starts
@@ -112,16 +122,18 @@ class Family:
     counterpart: str | None = None
 
     def __post_init__(self):
-        if self.address not in ("zk", "bootstrap", "kafka_bootstrap") \
+        if self.address not in ("zk", "bootstrap", "kafka_bootstrap", "namesrv") \
                 or self.victim_link not in ("zk", "coordinator", "brokers", "none") \
                 or self.computes not in ("member", "leader", "coordinator"):
-            raise ValueError(f"family {self.name}: address must be zk, bootstrap or kafka_bootstrap, victim_link zk, "
-                             "coordinator, brokers or none, computes member, leader or coordinator")
+            raise ValueError(f"family {self.name}: address must be zk, bootstrap, kafka_bootstrap or namesrv, "
+                             "victim_link zk, coordinator, brokers or none, computes member, leader or coordinator")
         if self.session_timeout_ms is None:
             raise ValueError(f"family {self.name}: say how long its group waits for a silent member "
                              "(session_timeout_ms)")
         if self.victim_link == "coordinator" and self.find_coordinator is None:
             raise ValueError(f"family {self.name}: a coordinator victim link needs find_coordinator")
+        if self.address == "namesrv" and (self.brokers is None or self.brokers.name_server is None):
+            raise ValueError(f"family {self.name}: a namesrv address needs real brokers with a name_server")
         if self.victim_link not in ("zk", "none") and not self.via_config:
             raise ValueError(f"family {self.name}: a {self.victim_link} victim link needs via_config")
 

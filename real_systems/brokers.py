@@ -32,7 +32,9 @@ def write_properties(path: Path, settings: dict) -> Path:
 
 
 def start_jvm(name: str, trial_dir: str | Path, system: str, main_class: str, args: list[str], *,
-              heap_mb: int = 256, properties: dict[str, str] | None = None) -> LabProcess:
+              heap_mb: int = 256, properties: dict[str, str] | None = None,
+              jvm_args: list[str] | None = None) -> LabProcess:
     """A JVM of `system` running `main_class`, as the lab's child process `name` (its log: proc/<name>.log)."""
     return LabProcess(name, "", [], Path(trial_dir) / "proc" / f"{name}.log",
-                      command=java_command(system, main_class, args, heap_mb=heap_mb, properties=properties))
+                      command=java_command(system, main_class, args, heap_mb=heap_mb, properties=properties,
+                                           jvm_args=jvm_args))

@@ -40,9 +40,10 @@ def available(system: str) -> bool:
 
 
 def java_command(system: str, main_class: str, args: list[str], *, heap_mb: int = 256,
-                 properties: dict[str, str] | None = None) -> list[str]:
-    """`java ... <main_class> <args>` on `system`'s classpath, marked as the lab's (the leak check finds it)."""
+                 properties: dict[str, str] | None = None, jvm_args: list[str] | None = None) -> list[str]:
+    """`java ... <main_class> <args>` on `system`'s classpath, marked as the lab's (the leak check finds it);
+    `jvm_args`: options of the JVM itself a system needs (RocketMQ's `--add-opens` on Java 17)."""
     props = [f"-D{k}={v}" for k, v in (properties or {}).items()]
     return [find_java(), f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Djava.net.preferIPv4Stack=true", f"-D{OWNER_PROPERTY}={os.getpid()}", *props,
+            "-Djava.net.preferIPv4Stack=true", f"-D{OWNER_PROPERTY}={os.getpid()}", *(jvm_args or []), *props,
             "-cp", os.pathsep.join(classpath(system)), main_class, *args]

@@ -310,10 +310,15 @@ class _Scenario:
         self.stack.callback(lambda: (admin.stop(), admin.close()))
         self.admin = admin
         self.progress("starting brokers", 1)
+        real = FAMILIES[spec.design].brokers
+        self.namesrv = ""  # a real system's name server (`RealBrokers.name_server`), once per trial, before its brokers
+        if real is not None and real.name_server is not None:
+            namesrv = real.name_server(self.dir)
+            self.stack.callback(namesrv.stop)
+            self.namesrv = namesrv.address
         brokers = [self._broker(i) for i in range(1, spec.brokers + 1)]
         self.bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
         self.kafka_bootstrap = ",".join(f"127.0.0.1:{b.kafka_port}" for b in brokers)  # for real Kafka clients
-        real = FAMILIES[spec.design].brokers
         if real is not None and real.create_topic is not None:  # KRaft: the topic through Kafka's admin API
             real.create_topic(self.kafka_bootstrap, TOPIC, spec.partitions)
         else:
@@ -376,8 +381,8 @@ class _Scenario:
                   **dict(o.split("=", 1) for o in self.spec.broker_overrides)}
         real = FAMILIES[self.spec.design].brokers
         if real is not None:  # a real system's broker (`real_systems/`): one Kafka listener
-            broker = real.start(broker_id, self._server(broker_id - 1), self.dir, session_timeout_ms=6000, port=port,
-                                config=config)
+            registry = self.namesrv or self._server(broker_id - 1)  # where it registers: a name server or ZooKeeper
+            broker = real.start(broker_id, registry, self.dir, session_timeout_ms=6000, port=port, config=config)
         else:  # the lab's, with every family's plug-in
             broker = BrokerProcess(broker_id, self._server(broker_id - 1), self.dir, trial=self.spec.trial_id,
                                    session_timeout_ms=6000, plugins=BROKER_PLUGINS, port=port, kafka_port=kafka_port,
@@ -405,9 +410,11 @@ class _Scenario:
         if family.brokers is None:
             return LabProcess("producer", "lab_cluster.producer", ["--zk", self.zk.connect, *common], log)
         version = ["--api-version", family.brokers.api_version] if family.brokers.api_version else []
-        return LabProcess("producer", "real_systems.kafka_producer",
-                          ["--bootstrap", self.kafka_bootstrap, "--partitions", str(spec.partitions), *version,
-                           *common], log)
+        args = ["--bootstrap", self.namesrv or self.kafka_bootstrap, "--partitions", str(spec.partitions), *version,
+                *common]
+        if family.brokers.producer_command is not None:  # a producer of the system's own, with the same arguments
+            return LabProcess("producer", "", [], log, command=family.brokers.producer_command(args))
+        return LabProcess("producer", "real_systems.kafka_producer", args, log)
 
     def _victim_link(self) -> Link:
         """The victim's own path to ZooKeeper, its coordinator or every broker (`Family.victim_link`), for `cut`
@@ -445,7 +452,7 @@ class _Scenario:
         """A consumer host's arguments but its count and directory: the family, where the cluster is, the config."""
         family = FAMILIES[self.spec.design]
         address = address or {"zk": self.zk.connect, "bootstrap": self.bootstrap,
-                               "kafka_bootstrap": self.kafka_bootstrap}[family.address]
+                               "kafka_bootstrap": self.kafka_bootstrap, "namesrv": self.namesrv}[family.address]
         args = ["--family", family.package, "--address", address, "--group", GROUP, "--topic", TOPIC,
                 "--trial", self.spec.trial_id, "--name", name]
         extra = dict(extra or {})
