@@ -55,8 +55,8 @@ def test_quick_is_the_standard_profiles_old_name():
 
 def test_designs_are_those_the_experiments_run_in_a_stable_order():
     assert DESIGNS == ("zookeeper", "classic", "consumer-848", "rocketmq", "tubemq", "kafka-python", "librdkafka",
-                       "real-kafka-0.8.2.2", "real-kafka-4", "real-kafka-3.9", "tubemq-server", "classic-static",
-                       "classic-coop", "classic-static-coop")
+                       "real-kafka-0.8.2.2", "real-kafka-4", "real-rocketmq-4.9", "real-kafka-3.9", "tubemq-server",
+                       "classic-static", "classic-coop", "classic-static-coop")
     assert set(DESIGNS) == {d for e in EXPERIMENTS.values() for d in e.designs}
 
 

@@ -231,12 +231,18 @@ def _references(designs: tuple[str, ...]) -> tuple[str, ...]:
 #:   remainder's extra partition is not fixed: Kafka's `UniformHomogeneousAssignmentBuilder.maybeRevokePartitions`
 #:   hands the extras to the first members of `groupSpec.memberIds()`, a hash order of their ids, so a
 #:   newcomer may get one partition more or less (seen: N=8, 3 against the lab's 4). The time depends on each
-#:   client's heartbeat and is shown, not judged
+#:   client's heartbeat and is shown, not judged;
+#: - beside `rocketmq` (RocketMQ 4.9.7's own client, name server and brokers): the notifications, equal (every
+#:   broker pushes NOTIFY_CONSUMER_IDS_CHANGED to every member's channel on each change: brokers x members after),
+#:   and the partitions moved, equal (the same strategy, AllocateMessageQueueAveragely, on the same queue order:
+#:   `real_systems/rocketmq49/.../Layout.java`). Rebalances and time are each client's timing: shown, not judged
 BESIDE: dict[str, tuple[Measure, ...]] = {
     "zookeeper": (Measure("zk_requests_per_change", "ZooKeeper requests", 0.15, min_n=8),
                   Measure("membership_reads_per_change", "registration reads", 0.15, min_n=8)),
     "consumer-848": (Measure("partitions_revoked", "partitions revoked", 0.0, absolute=1),),
     "kafka-python": (Measure("members_revoking", "members revoking", 0.0),),
+    "rocketmq": (Measure("notifications_per_change", "notifications", 0.0),
+                 Measure("partitions_moved", "partitions moved", 0.0)),
 }
 
 

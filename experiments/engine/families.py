@@ -17,6 +17,7 @@ import modern_coord.variants
 import real_systems.kafka08
 import real_systems.kafka3
 import real_systems.kafka4
+import real_systems.rocketmq49
 import rocketmq_client
 import tubemq_client
 import tubemq_client.server_balance
@@ -33,6 +34,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     real_systems.kafka08.FAMILY,
     real_systems.kafka3.FAMILY,
     real_systems.kafka4.FAMILY,
+    real_systems.rocketmq49.FAMILY,
 )}
 
 #: each lab design's real counterparts (`Family.counterpart`): {lab design: (real designs beside it, ...)}
@@ -46,7 +48,7 @@ def with_references(designs: tuple[str, ...]) -> tuple[str, ...]:
     systems included wherever their lab counterpart runs.
 
     >>> with_references(("zookeeper", "rocketmq"))
-    ('zookeeper', 'rocketmq', 'real-kafka-0.8.2.2')
+    ('zookeeper', 'rocketmq', 'real-kafka-0.8.2.2', 'real-rocketmq-4.9')
     """
     return (*designs, *(r for d in designs for r in REFERENCES.get(d, ())))
 
