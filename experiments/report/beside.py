@@ -32,6 +32,9 @@ HERD_COLUMNS = {
     "consumer-848": (("members_revoking", "members revoking"), ("partitions_revoked", "partitions revoked"),
                      ("partitions_moved", "partitions moved"), ("convergence_ms", "ms to stable"),
                      ("unowned_partition_s", "unowned partition-s")),
+    "rocketmq": (("notifications_per_change", "notifications"), ("rebalance_attempts", "attempts"),
+                 ("partitions_moved", "partitions moved"), ("convergence_ms", "ms to stable"),
+                 ("unowned_partition_s", "unowned partition-s")),
     "kafka-python": (("members_revoking", "members revoking"), ("partitions_revoked", "partitions revoked"),
                      ("generations", "rounds"), ("convergence_ms", "ms to stable"),
                      ("unowned_partition_s", "unowned partition-s")),
@@ -118,15 +121,17 @@ def _introduction(reals: list[str]) -> str:
     return f"""Every design in the sections above is the lab's reconstruction. Here the systems themselves ran the
 same experiments, on the same grids, with their counterpart's settings: the jars their projects published
 (fetched from Maven Central by `scripts/setup.sh`, `real_systems/pom.xml`), started as child processes of the
-trial on the same real ZooKeeper.
+trial (Kafka's on the same real ZooKeeper).
 
 {listed}
 
 Kafka 0.8.2.2's consumer is its own `ZookeeperConsumerConnector`, unchanged; a small driver of the lab's
 starts each member and turns what the connector and its ZooKeeper client log into the lab's trace events
 (`real_systems/kafka08/.../Observer.java`), so the same metrics apply, and the ZooKeeper servers' own counts
-check them (the cross-check below). Kafka 3.9.2's coordinator writes no lab trace: what the client's
-callbacks report is measured, its broker's side is not."""
+check them (the cross-check below). RocketMQ 4.9.7's consumers are its own `DefaultMQPushConsumer`s; the
+driver observes them through the hooks RocketMQ offers (an allocation strategy that delegates to its own, a
+request hook, the message listener: `real_systems/rocketmq49/`). Kafka's and RocketMQ's brokers write no lab
+trace: what the clients report is measured, the brokers' side is not."""
 
 
 def _side_by_side(ok: pd.DataFrame, experiment: str, real: str, columns, keys: list[str]) -> pd.DataFrame:
@@ -195,6 +200,8 @@ def _first_message(ok: pd.DataFrame, real: str) -> str:
 
 
 def _broker_churn(ok: pd.DataFrame, real: str) -> str:
+    if not (ok.experiment == broker_churn.NAME).any():
+        return ""
     rows = broker_churn.per_trial(ok[ok.experiment == broker_churn.NAME])
     rows = rows[(rows.design == real) | ((rows.design == FAMILIES[real].counterpart) & (rows.watch == "when_empty"))]
     frame = _side_by_side(rows.assign(experiment=broker_churn.NAME), broker_churn.NAME, real, CHURN_COLUMNS,
@@ -276,6 +283,8 @@ def _convergence(ok: pd.DataFrame, real: str) -> list[str]:
 
 def _storm_duplicates(ok: pd.DataFrame, real: str) -> list[str]:
     """The storm's duplicates, real beside lab, where they differ: both designs have the same race."""
+    if not (ok.experiment == storm.NAME).any():
+        return []
     rows = storm.per_trial(ok[ok.experiment == storm.NAME])
     theirs, ours = (rows[rows.design == d].duplicates.sum() for d in (real, "zookeeper"))
     if not (rows.design == real).any() or theirs == ours:
