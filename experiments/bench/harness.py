@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -246,13 +247,30 @@ def suite_wall_time(work: Path) -> dict:
     clone = work / "clone"
     subprocess.run(["git", "clone", "-q", str(FIGURES.parents[1]), str(clone)], check=True)
     t0 = time.perf_counter()
-    done = subprocess.run(["bash", "-c", TEST_COMMAND], cwd=clone, env={**os.environ, "CI": "true"},
+    # pytest's slowest phases are asked for through its environment, so the command stays the README's
+    env = {**os.environ, "CI": "true", "PYTEST_ADDOPTS": f"--durations={SLOWEST}"}
+    done = subprocess.run(["bash", "-c", TEST_COMMAND], cwd=clone, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
     seconds = round(time.perf_counter() - t0, 1)
     closing = [line.strip("= ") for line in done.stdout.splitlines() if " passed" in line or " failed" in line]
     return {"command": TEST_COMMAND, "exit_status": done.returncode, "seconds": seconds,
             "pytest": closing[-1] if closing else "",
-            "failed": [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]}
+            "failed": [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))],
+            "slowest": slowest_phases(done.stdout)}
+
+
+#: how many of the suite's slowest test phases (setup, call, teardown) the figure keeps: where its time goes
+SLOWEST = 25
+
+
+def slowest_phases(stdout: str) -> list[str]:
+    """pytest's `--durations` lines ("12.34s call tests/test_x.py::test_y"), slowest first.
+
+    >>> slowest_phases("== slowest 2 ==\\n61.02s setup tests/test_a.py::test_one\\n3.10s call t.py::t\\n== 9 passed")
+    ['61.02s setup tests/test_a.py::test_one', '3.10s call t.py::t']
+    """
+    return [line.strip() for line in stdout.splitlines()
+            if re.match(r"^\s*\d+\.\d+s (setup|call|teardown) ", line)]
 
 
 def keep_before(doc: dict, name: str, figure: dict) -> None:
