@@ -57,6 +57,12 @@ Departures, stated (and see `instance.py` for offsets and pulls):
   bumped and one heartbeat follows all topics (RocketMQ bumps the changed
   topic's and heartbeats inside its rebalance, RebalanceImpl.java:298-305):
   the same with one topic;
+- `start()` heartbeats every broker, then starts its threads; RocketMQ
+  starts its RebalanceService inside `MQClientInstance.start()`, before that
+  heartbeat, so its first allocation may read a broker's id list that does
+  not list it yet, and its rebalance's own heartbeat may be skipped while
+  `start()`'s holds the heartbeat lock (found running RocketMQ 4.9.7's own
+  client beside this one, `real_systems/rocketmq49/`);
 - `stop()` stops every thread first (RocketMQ's shutdown persists and
   unregisters while its scheduled tasks and pulls still run, and stops them
   after): the stopping consumer sends no heartbeat and consumes nothing more

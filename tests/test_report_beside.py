@@ -45,3 +45,18 @@ def test_the_storm_race_is_told_only_where_duplicates_differ():
     assert sentence.startswith("In the storm the lab's consumer processed 42 messages twice, Kafka 0.8.2.2's own 0")
     assert beside._storm_duplicates(pd.DataFrame(_storm("zookeeper", 5) + _storm(REAL, 5)), REAL) == []
     assert beside._storm_duplicates(pd.DataFrame(_storm("zookeeper", 5)), REAL) == []
+
+
+def _zombie(design: str, duplicates: int) -> dict:
+    return {"experiment": "zombie", "variant": "pause", "design": design, "change": "pause", "consumers": 2,
+            "status": "ok", "trial": f"zombie-{design}", "double_processed_partition_s": 0.0,
+            "double_owned_partition_s": 0.0, "zombie_commits_accepted": 1, "processed_after_loss": 1,
+            "duplicates": duplicates, "gaps": 0, "offsets_moved_backwards": 3, "commits_fenced": 0,
+            "members_fenced": 0, "requests_fenced": 0, "convergence_ms": 100.0, "first_message_ms": None}
+
+
+def test_rocketmq_replay_is_told_only_where_the_real_zombie_replays_more():
+    real = "real-rocketmq-4.9"
+    (sentence,) = beside._rocketmq(pd.DataFrame([_zombie("rocketmq", 2), _zombie(real, 1272)]), real)
+    assert "made 1,272 records be processed twice (the lab's 2)" in sentence
+    assert beside._rocketmq(pd.DataFrame([_zombie("rocketmq", 2), _zombie(real, 2)]), real) == []

@@ -247,6 +247,52 @@ def _differences(ok: pd.DataFrame, reals: list[str]) -> list[str]:
                 "event to the closing session too; Java's client reads it before the close's answer, the lab's "
                 "(kazoo) stops reading first and records it as `zk_watch_unheard`. The servers' own count is "
                 "the same for both (the cross-check).")
+    for real in (d for d in reals if FAMILIES[d].counterpart == "rocketmq"):
+        out += _rocketmq(ok, real)
+    return out
+
+
+def _rocketmq(ok: pd.DataFrame, real: str) -> list[str]:
+    """RocketMQ 4.9.7 beside the lab's `rocketmq`: where the newcomer's time goes, and the paused member's
+    replay; each sentence only where the run's figures show the difference."""
+    out = []
+    time, lab_time = (per_n(ok, herd.NAME, d, "join", "convergence_ms") for d in (real, "rocketmq"))
+    common = [n for n in time.index if n in lab_time.index]
+    if common and all(time.loc[n] > lab_time.loc[n] for n in common):
+        first = ok[(ok.experiment == first_message.NAME) & (ok.change == "join")].groupby("design").first_message_ms
+        firsts = first.mean()
+        tail = (f"; its newcomer's first message came {cell(firsts[real])} ms after its start on average (the "
+                f"lab's {cell(firsts['rocketmq'])} ms)" if {real, "rocketmq"} <= set(firsts.index) else "")
+        out.append(
+            f"A RocketMQ 4.9.7 group is stable {cell(time.loc[common].min())} to {cell(time.loc[common].max())} ms "
+            f"after a join (the lab's design {cell(lab_time.loc[common].min())} to "
+            f"{cell(lab_time.loc[common].max())} ms){tail}. Both take the same steps (route, a heartbeat to every "
+            "broker, an allocation from one broker's id list, an offset query per new queue, pulls); the time is "
+            "mostly the newcomer's JVM: the trial's clock starts when the runner launches it, and "
+            "`DefaultMQPushConsumer.start()`, cold, takes most of a second before its first heartbeat reaches a "
+            "broker (its client log shows each step). Then its first pulls are often refused "
+            "SUBSCRIPTION_NOT_LATEST: its rebalance raised its subscription's version before the heartbeat "
+            "carrying it reached the broker, and RocketMQ pulls again 1 s later "
+            "(`pullTimeDelayMillsWhenException`). The lab's broker does not check that version "
+            "(`rocketmq_client/broker/service.py`, a stated departure).")
+    rows = zombie.per_trial(ok[(ok.experiment == zombie.NAME) & (ok.variant == "pause")])
+    theirs, ours = rows[rows.design == real], rows[rows.design == "rocketmq"]
+    if len(theirs) and len(ours) and theirs.duplicates.sum() > ours.duplicates.sum():
+        out.append(
+            f"Paused past its channel's expiry, RocketMQ 4.9.7's zombie made {theirs.duplicates.sum():,.0f} "
+            f"records be processed twice (the lab's {ours.duplicates.sum():,.0f}), and its offsets moved backwards "
+            f"{theirs.offsets_moved_backwards.sum():,.0f} times (lab {ours.offsets_moved_backwards.sum():,.0f}). "
+            "Both run the same steps when it resumes: its first rebalance reads an id list without it, drops its "
+            "queues and persists its stale offsets, which the broker takes from anyone; it registers again and "
+            "takes its queues back from whatever offset the broker holds by then. Which comes first, its stale "
+            "offset or the survivor's newer one (written when the survivor lets go), is a matter of "
+            "milliseconds. Where the zombie reads back its own (this run's traces show it did), it processes again "
+            "all the survivor worked off of the pause's backlog, and the survivor, with RocketMQ's 20 consume "
+            "threads, works off all of it "
+            "(the lab's one consuming thread works off less: a stated departure, `rocketmq_client/consumer.py`). "
+            "RocketMQ's offset task runs at a fixed rate, so after the pause it sends every run it missed, each "
+            "a backwards commit (the lab's runs once). Its zombie commits are recorded when sent, and some went "
+            "out on the channel the broker had closed and never arrived (`docs/real-systems.md`).")
     return out
 
 

@@ -41,6 +41,14 @@ not-found for a young queue) is not modelled; a pull is answered at once
 a queue this broker does not lead is refused with SYSTEM_ERROR (a RocketMQ
 queue never leaves its broker; a lab queue is named after its leader, see
 `rocketmq_client/instance.py`).
+A pull is not checked against the subscription's version: RocketMQ's broker
+refuses a pull whose `subVersion` is newer than the one its last heartbeat
+registered (SUBSCRIPTION_NOT_LATEST, PullMessageProcessor), and the client
+pulls again `pullTimeDelayMillsWhenException` (1 s) later; this happens when a
+rebalance raised the version before the heartbeat carrying it arrived, which
+RocketMQ 4.9.7's own client, run beside this one, does on most joins
+(`real_systems/rocketmq49/`); the lab's newcomer is never refused, so its first
+message comes up to a second sooner.
 """
 
 from __future__ import annotations
