@@ -104,7 +104,7 @@ def first_screen_sentence(summary: pd.DataFrame) -> str | None:
             n = max(common)
             reads = per_n(ok, herd.NAME, real, "join", "membership_reads_per_change")
             lab_reads = per_n(ok, herd.NAME, "zookeeper", "join", "membership_reads_per_change")
-            return (f"Run beside it, Kafka 0.8.2.2's own consumer paid for one join to a group of {n} "
+            return (f"Kafka 0.8.2.2's own consumer, run the same way, paid for one join to a group of {n} "
                     f"{cell(theirs.loc[n])} ZooKeeper requests ({cell(reads.loc[n])} registration reads); the "
                     f"lab's reconstruction {cell(ours.loc[n])} ({cell(lab_reads.loc[n])}) "
                     f"([{TITLE}](#the-lab-beside-the-real-systems)).")

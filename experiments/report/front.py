@@ -39,7 +39,8 @@ MEASURES = {herd.NAME: "one join to a group of {n} ([Herd](#herd))",
 def front(summary: pd.DataFrame, figures: Path, root: Path, full_herd: pd.DataFrame | None = None,
           also: str | None = None) -> str:
     """The first screen of the report of `summary`'s run; `full_herd`: the herd's full-profile summary, if any;
-    `also`: a last sentence of what to take from it, from another part (the real systems beside the lab's).
+    `also`: a sentence from another part (the real systems beside the lab's), told with the first thing to take
+    from it (the herd's, which it is about), so that the first screen stays one screen.
     The table has the columns of the experiments the run has, and no table where it has none of them."""
     lines = [f"# Why consumer-group management moved out of ZooKeeper\n\n{QUESTION}"]
     rows = headline(summary)
@@ -69,7 +70,9 @@ def front(summary: pd.DataFrame, figures: Path, root: Path, full_herd: pd.DataFr
                      + (" (the herd's full-profile run)" if drawn is full_herd else "")
                      + f", with dashed guides for the growth the herd's findings claim: N² fitted to the ZooKeeper "
                      f"era's registration reads, N to the classic coordinator's messages{past_p}.*")
-    sentences = takeaways(summary, full_herd) + ([also] if also else [])
+    sentences = takeaways(summary, full_herd)
+    if also:
+        sentences = [f"{sentences[0]} {also}", *sentences[1:]] if sentences else [also]
     if sentences:
         lines.append("**What to take from it.**\n\n" + "\n".join(f"- {s}" for s in sentences))
     return "\n\n".join(lines)
