@@ -216,9 +216,11 @@ def run_experiment(spark, run_dir, specs, trials_per_machine: int = 1):
 
 
 def trace_events(trial_dir, actor: str, kind: str) -> list[dict]:
-    """The events of one kind in an actor's trace, each with its `fields` parsed as `f`."""
+    """The events of one kind in an actor's trace, each with its `fields` parsed as `f`. The trace may be read
+    while its writer is in the middle of a line: only whole lines (ending in a newline) are read."""
     out = []
-    for line in (Path(trial_dir) / "traces" / f"{actor}.jsonl").read_text().splitlines():
+    *whole, _partial = (Path(trial_dir) / "traces" / f"{actor}.jsonl").read_text().split("\n")
+    for line in filter(None, whole):
         event = json.loads(line)
         if event["kind"] == kind:
             out.append({**event, "f": json.loads(event.get("fields") or "{}")})
