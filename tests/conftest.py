@@ -432,3 +432,16 @@ def real_system_trial(tmp_path_factory, design: str, module: str):
     before = set(find_leaks())  # this test process's own, e.g. its session's ZooKeeper container
     trial_dir = tmp_path_factory.mktemp(design) / spec.trial_id
     return run_trial(spec, trial_dir), trial_dir, before
+
+
+def window(trial_dir, index: int) -> tuple[int, int]:
+    """In a real system's smoke trial, the span of change `index` (1: the join, 2: the leave): from its `change`
+    to the next change or the `end`."""
+    marks = [e["ts_ns"] for e in trace_events(trial_dir, "scenario", "change")]
+    end = trace_events(trial_dir, "scenario", "end")[0]["ts_ns"]
+    return marks[index - 1], (marks + [end])[index]
+
+
+def in_window(events, span):
+    """The events within `span` (`window`)."""
+    return [e for e in events if span[0] <= e["ts_ns"] < span[1]]

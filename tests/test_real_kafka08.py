@@ -10,7 +10,7 @@ member's registration, the new group owns every partition once, and every record
 from __future__ import annotations
 
 import pytest
-from conftest import real_system_trial, trace_events
+from conftest import in_window, real_system_trial, trace_events, window
 
 from experiments.engine.trial import GROUP
 from lab_cluster.errors import LabError
@@ -25,17 +25,6 @@ DESIGN = "real-kafka-0.8.2.2"
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
     return real_system_trial(tmp_path_factory, DESIGN, "kafka08")
-
-
-def window(trial_dir, index: int) -> tuple[int, int]:
-    """The span of change `index` (1: the join, 2: the leave): from its `change` to the next or the `end`."""
-    marks = [e["ts_ns"] for e in trace_events(trial_dir, "scenario", "change")]
-    end = trace_events(trial_dir, "scenario", "end")[0]["ts_ns"]
-    return marks[index - 1], (marks + [end])[index]
-
-
-def in_window(events, span):
-    return [e for e in events if span[0] <= e["ts_ns"] < span[1]]
 
 
 def test_the_trial_runs_and_leaves_nothing_behind(trial):

@@ -12,7 +12,7 @@ as the lab's design lays them), every record produced is processed, and offsets 
 from __future__ import annotations
 
 import pytest
-from conftest import real_system_trial, trace_events
+from conftest import in_window, real_system_trial, trace_events, window
 
 from lab_cluster.errors import LabError
 from lab_cluster.leaks import find_leaks
@@ -27,17 +27,6 @@ BROKERS = ("broker-1", "broker-2", "broker-3")
 @pytest.fixture(scope="module")
 def trial(tmp_path_factory):
     return real_system_trial(tmp_path_factory, DESIGN, "rocketmq49")
-
-
-def window(trial_dir, index: int) -> tuple[int, int]:
-    """The span of change `index` (1: the join, 2: the leave): from its `change` to the next or the `end`."""
-    marks = [e["ts_ns"] for e in trace_events(trial_dir, "scenario", "change")]
-    end = trace_events(trial_dir, "scenario", "end")[0]["ts_ns"]
-    return marks[index - 1], (marks + [end])[index]
-
-
-def in_window(events, span):
-    return [e for e in events if span[0] <= e["ts_ns"] < span[1]]
 
 
 def test_the_trial_runs_and_leaves_nothing_behind(trial):

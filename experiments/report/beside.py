@@ -158,45 +158,51 @@ def _pair_table(frame: pd.DataFrame, keys: list[str], columns, real: str) -> str
     return table(header, rows)
 
 
-def _herd(ok: pd.DataFrame, real: str) -> str:
-    columns = HERD_COLUMNS[FAMILIES[real].counterpart]
-    frame = _side_by_side(ok, herd.NAME, real, columns, ["change", "consumers"])
+def _part(rows: pd.DataFrame, experiment: str, real: str, columns, keys: list[str], shown: list[str],
+          title: str, caption: str, qualifier: str = "") -> str:
+    """One experiment's pair table, under its bold title ("Herd: `real` beside `lab`", then `qualifier`) and
+    caption; "" where the run has no trial of `real` in it."""
+    frame = _side_by_side(rows, experiment, real, columns, keys)
     if frame.empty:
         return ""
-    return (f"**Herd: `{real}` beside `{FAMILIES[real].counterpart}`** (one join, then one leave, per N; each "
-            f"cell the real system's figure, then the lab's):\n\n"
-            + _pair_table(frame, ["change", "N"], columns, real))
+    return (f"**{title}: `{real}` beside `{FAMILIES[real].counterpart}`{qualifier}** {caption}\n\n"
+            + _pair_table(frame, shown, columns, real))
+
+
+def _herd(ok: pd.DataFrame, real: str) -> str:
+    return _part(ok, herd.NAME, real, HERD_COLUMNS[FAMILIES[real].counterpart], ["change", "consumers"],
+                 ["change", "N"], "Herd", "(one join, then one leave, per N; each cell the real system's figure, "
+                 "then the lab's):")
 
 
 def _zombie(ok: pd.DataFrame, real: str) -> str:
-    rows = zombie.per_trial(ok[ok.experiment == zombie.NAME])
-    rows = rows.assign(experiment=zombie.NAME, consumers=0)
-    frame = _side_by_side(rows, zombie.NAME, real, ZOMBIE_COLUMNS, ["variant"])
-    if frame.empty:
-        return ""
-    return (f"**Zombie: `{real}` beside `{FAMILIES[real].counterpart}`** (a member paused, or cut off where the "
-            "design has a link the lab can cut, past its session timeout):\n\n"
-            + _pair_table(frame, ["fault"], ZOMBIE_COLUMNS, real))
+    rows = zombie.per_trial(ok[ok.experiment == zombie.NAME]).assign(experiment=zombie.NAME, consumers=0)
+    return _part(rows, zombie.NAME, real, ZOMBIE_COLUMNS, ["variant"], ["fault"], "Zombie",
+                 "(a member paused, or cut off where the design has a link the lab can cut, past its session "
+                 "timeout):")
 
 
 def _storm(ok: pd.DataFrame, real: str) -> str:
     if not (ok.experiment == storm.NAME).any():
         return ""
     rows = storm.per_trial(ok[ok.experiment == storm.NAME]).assign(experiment=storm.NAME)
-    frame = _side_by_side(rows, storm.NAME, real, STORM_COLUMNS, ["consumers"])
-    if frame.empty:
-        return ""
-    return (f"**Storm: `{real}` beside `{FAMILIES[real].counterpart}`** (a rolling restart of the whole group, "
-            "in total):\n\n" + _pair_table(frame, ["N"], STORM_COLUMNS, real))
+    return _part(rows, storm.NAME, real, STORM_COLUMNS, ["consumers"], ["N"], "Storm",
+                 "(a rolling restart of the whole group, in total):")
 
 
 def _first_message(ok: pd.DataFrame, real: str) -> str:
     rows = ok[(ok.experiment == first_message.NAME) & (ok.change == "join")]
-    frame = _side_by_side(rows, first_message.NAME, real, FIRST_MESSAGE_COLUMNS, ["consumers"])
-    if frame.empty:
-        return ""
-    return (f"**First message: `{real}` beside `{FAMILIES[real].counterpart}`** (a newcomer joins a group of N; "
-            "the mean over the run's seeds):\n\n" + _pair_table(frame, ["N"], FIRST_MESSAGE_COLUMNS, real))
+    return _part(rows, first_message.NAME, real, FIRST_MESSAGE_COLUMNS, ["consumers"], ["N"], "First message",
+                 "(a newcomer joins a group of N; the mean over the run's seeds):")
+
+
+#: what the broker-churn table's reader must know: Kafka's replication makes every partition wait, not only the
+#: dead leader's
+CHURN_CAPTION = ("(a broker that leads a third of the partitions is killed, then comes back). Kafka's brokers "
+                 "replicate, and the producer asks every in-sync replica's acknowledgement, so until the controller "
+                 "drops the dead broker from every partition's in-sync replicas (its ZooKeeper session expires, 6 s) "
+                 "every partition's writes wait, not only the dead leader's: its unprocessed time counts partitions "
+                 "that had nothing new to process. The lab's brokers do not replicate (`catalogue/broker_churn.py`).")
 
 
 def _broker_churn(ok: pd.DataFrame, real: str) -> str:
@@ -204,17 +210,8 @@ def _broker_churn(ok: pd.DataFrame, real: str) -> str:
         return ""
     rows = broker_churn.per_trial(ok[ok.experiment == broker_churn.NAME])
     rows = rows[(rows.design == real) | ((rows.design == FAMILIES[real].counterpart) & (rows.watch == "when_empty"))]
-    frame = _side_by_side(rows.assign(experiment=broker_churn.NAME), broker_churn.NAME, real, CHURN_COLUMNS,
-                          ["consumers"])
-    if frame.empty:
-        return ""
-    return (f"**Broker churn: `{real}` beside `{FAMILIES[real].counterpart}` watching `/brokers/ids` only when "
-            "empty** (a broker that leads a third of the partitions is killed, then comes back). Kafka's brokers "
-            "replicate, and the producer asks every in-sync replica's acknowledgement, so until the controller "
-            "drops the dead broker from every partition's in-sync replicas (its ZooKeeper session expires, 6 s) "
-            "every partition's writes wait, not only the dead leader's: its unprocessed time counts partitions "
-            "that had nothing new to process. The lab's brokers do not replicate (`catalogue/broker_churn.py`)."
-            "\n\n" + _pair_table(frame, ["N"], CHURN_COLUMNS, real))
+    return _part(rows.assign(experiment=broker_churn.NAME), broker_churn.NAME, real, CHURN_COLUMNS, ["consumers"],
+                 ["N"], "Broker churn", CHURN_CAPTION, qualifier=" watching `/brokers/ids` only when empty")
 
 
 def _differences(ok: pd.DataFrame, reals: list[str]) -> list[str]:
