@@ -1,5 +1,6 @@
 package lab.real.kafka08;
 
+import lab.real.HostArgs;
 import lab.real.Json;
 import lab.real.Lines;
 import lab.real.Trace;
@@ -41,61 +42,26 @@ public final class ConsumerHost {
     private ConsumerHost() {}
 
     public static void main(String[] argv) throws Exception {
-        Map<String, String> args = new LinkedHashMap<>();
-        Properties config = new Properties();
-        for (int i = 0; i < argv.length; i++) {
-            String a = argv[i];
-            if (a.startsWith("-D") || a.startsWith("--rebalance.lab.owner")) continue;  // the parent's leak marker
-            if (!a.startsWith("--") || i + 1 >= argv.length) usage("unexpected argument " + a);
-            String value = argv[++i];
-            if (a.equals("--config")) {
-                int eq = value.indexOf('=');
-                if (eq < 1) usage("--config takes key=value, not " + value);
-                config.setProperty(value.substring(0, eq), value.substring(eq + 1));
-            } else {
-                args.put(a.substring(2), value);
-            }
-        }
-        for (String required : List.of("address", "group", "topic", "count", "trial-dir", "name")) {
-            if (!args.containsKey(required)) usage("--" + required + " is required");
-        }
+        HostArgs args = HostArgs.parse(argv);
         String zk = args.get("address");
         int slash = zk.indexOf('/');
         Observer observer = new Observer(slash < 0 ? "" : zk.substring(slash));
         observer.install();
 
-        int count = Integer.parseInt(args.get("count"));
-        int first = Integer.parseInt(args.getOrDefault("first", "0"));
-        String name = args.get("name");
         List<Member> members = new ArrayList<>();
-        for (int i = 0; i < count; i++) {
-            String actor = first > 0 ? name + (first + i) : count == 1 ? name : name + (i + 1);
+        Map<String, Runnable> stops = new LinkedHashMap<>();
+        for (String actor : args.actors()) {
             Properties props = new Properties();
-            props.putAll(config);
+            props.putAll(args.config);
             props.setProperty("group.id", args.get("group"));
             props.setProperty("zookeeper.connect", zk);
             props.setProperty("consumer.id", actor);
-            members.add(new Member(actor, props, args.get("topic"), Path.of(args.get("trial-dir")),
-                    args.getOrDefault("trial", "adhoc"), args.getOrDefault("design", "real-kafka-0.8.2.2"),
-                    observer));
+            Member m = new Member(actor, props, args.get("topic"), args.trialDir(), args.trial(),
+                    args.design("real-kafka-0.8.2.2"), observer);
+            members.add(m);
+            stops.put(actor, m::stop);
         }
-        CountDownLatch stopped = new CountDownLatch(1);
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            List<Thread> stops = new ArrayList<>();
-            for (Member m : members) {  // all at once: the group sees one departure, not one per member
-                Thread t = new Thread(m::stop, m.actor + "-stop");
-                t.start();
-                stops.add(t);
-            }
-            for (Thread t : stops) {
-                try {
-                    t.join(30_000);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-            stopped.countDown();
-        }, "host-stop"));
+        CountDownLatch stopped = HostArgs.stopAllOnShutdown(stops);
         List<String> idents = new ArrayList<>();
         for (Member m : members) {
             m.start();
@@ -105,10 +71,6 @@ public final class ConsumerHost {
         stopped.await();
     }
 
-    private static void usage(String problem) {
-        System.err.println("consumer host: " + problem);
-        System.exit(2);
-    }
 
     /** One member: its connector, its stream's thread, its state as the trial runner reads it. */
     static final class Member implements Observer.Sink {

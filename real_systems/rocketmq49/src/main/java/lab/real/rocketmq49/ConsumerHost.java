@@ -1,5 +1,6 @@
 package lab.real.rocketmq49;
 
+import lab.real.HostArgs;
 import lab.real.Json;
 import lab.real.Lines;
 import lab.real.Trace;
@@ -57,54 +58,20 @@ public final class ConsumerHost {
     private ConsumerHost() {}
 
     public static void main(String[] argv) throws Exception {
-        Map<String, String> args = new LinkedHashMap<>();
-        Map<String, String> config = new LinkedHashMap<>();
-        for (int i = 0; i < argv.length; i++) {
-            String a = argv[i];
-            if (a.startsWith("-D") || a.startsWith("--rebalance.lab.owner")) continue;  // the parent's leak marker
-            if (!a.startsWith("--") || i + 1 >= argv.length) usage("unexpected argument " + a);
-            String value = argv[++i];
-            if (a.equals("--config")) {
-                int eq = value.indexOf('=');
-                if (eq < 1) usage("--config takes key=value, not " + value);
-                config.put(value.substring(0, eq), value.substring(eq + 1));
-            } else {
-                args.put(a.substring(2), value);
-            }
-        }
-        for (String required : List.of("address", "group", "topic", "count", "trial-dir", "name")) {
-            if (!args.containsKey(required)) usage("--" + required + " is required");
-        }
+        HostArgs args = HostArgs.parse(argv);
+        Map<String, String> config = args.config;
         String wait = config.remove("rocketmq.client.rebalance.waitInterval");
         if (wait != null) System.setProperty("rocketmq.client.rebalance.waitInterval", wait);
-        int count = Integer.parseInt(args.get("count"));
-        int first = Integer.parseInt(args.getOrDefault("first", "0"));
-        String name = args.get("name");
         Layout layout = new Layout(args.get("topic"));
         List<Member> members = new ArrayList<>();
-        for (int i = 0; i < count; i++) {
-            String actor = first > 0 ? name + (first + i) : count == 1 ? name : name + (i + 1);
-            members.add(new Member(actor, args.get("group"), args.get("address"), new LinkedHashMap<>(config), layout,
-                    Path.of(args.get("trial-dir")), args.getOrDefault("trial", "adhoc"),
-                    args.getOrDefault("design", "real-rocketmq-4.9")));
+        Map<String, Runnable> stops = new LinkedHashMap<>();
+        for (String actor : args.actors()) {
+            Member m = new Member(actor, args.get("group"), args.get("address"), new LinkedHashMap<>(config), layout,
+                    args.trialDir(), args.trial(), args.design("real-rocketmq-4.9"));
+            members.add(m);
+            stops.put(actor, m::stop);
         }
-        CountDownLatch stopped = new CountDownLatch(1);
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            List<Thread> stops = new ArrayList<>();
-            for (Member m : members) {  // all at once, as the lab's host stops its consumers
-                Thread t = new Thread(m::stop, m.actor + "-stop");
-                t.start();
-                stops.add(t);
-            }
-            for (Thread t : stops) {
-                try {
-                    t.join(30_000);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-            stopped.countDown();
-        }, "host-stop"));
+        CountDownLatch stopped = HostArgs.stopAllOnShutdown(stops);
         List<String> idents = new ArrayList<>();
         for (Member m : members) {
             m.start();
@@ -115,8 +82,7 @@ public final class ConsumerHost {
     }
 
     static void usage(String problem) {
-        System.err.println("consumer host: " + problem);
-        System.exit(2);
+        HostArgs.usage(problem);
     }
 
     /** One member: its consumer, its trace, its share as its last allocation of the lab's topic gave it. */
