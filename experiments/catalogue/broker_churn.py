@@ -113,9 +113,10 @@ PROFILES = {
 LAB_DESIGNS = tuple(name for name in FAMILIES if name not in REAL_CLIENTS and not FAMILIES[name].counterpart)
 #: ... then the real systems (`real_systems/`) the runner can churn as it does the lab's brokers: the victim and
 #: its partitions' new leaders are read from ZooKeeper, so the real brokers must keep their topic there
-#: (`RealBrokers.create_topic` None: not KRaft) and the counterpart must have no coordinator to find (the
-#: runner's FindCoordinator is the lab's). That is Kafka 0.8.2.2, beside `zookeeper`: its producer asks for
-#: every replica's acknowledgement (`real_systems/kafka_producer.py`), so the kill loses no acknowledged send
+#: (`RealBrokers.create_topic` None: not Kafka 4's KRaft, not RocketMQ) and the counterpart must have no
+#: coordinator to find (the runner's FindCoordinator is the lab's). That is Kafka 0.8.2.2, beside `zookeeper`:
+#: its producer asks for every replica's acknowledgement (`real_systems/kafka_producer.py`), so the kill loses
+#: no acknowledged send
 CHURNED_REAL = tuple(d for d in with_references(LAB_DESIGNS) if FAMILIES[d].counterpart
                      and FAMILIES[d].brokers.create_topic is None
                      and FAMILIES[FAMILIES[d].counterpart].find_coordinator is None)
