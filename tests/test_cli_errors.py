@@ -52,6 +52,16 @@ def test_port_in_use():
     assert_clear_error(result, f"Port {port} on 127.0.0.1", "already in use")
 
 
+@pytest.mark.parametrize("command", [("reproduce",), ("run", "herd")])
+def test_a_run_into_a_directory_that_holds_one_is_refused_and_the_old_run_is_kept(tmp_path, command):
+    old = tmp_path / "run"
+    (old / "trials").mkdir(parents=True)
+    (old / "grid.json").write_text("[]")
+    result = cli(*command, "--out", str(old))
+    assert_clear_error(result, f"{old} already holds a run", "Give --out a new directory")
+    assert (old / "grid.json").read_text() == "[]" and sorted(p.name for p in old.iterdir()) == ["grid.json", "trials"]
+
+
 def test_docker_unreachable():
     result = cli("doctor", "--start", "--backend", "testcontainers",
                  env_changes={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})

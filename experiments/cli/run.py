@@ -123,6 +123,18 @@ def _new_run_dir(label: str) -> str:
     return str(Path("runs") / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{label}")
 
 
+def _fresh_out(out: str) -> str:
+    """`out`, refused if it is a local directory that already holds a run: a trial run into it again would
+    append its traces to the earlier trial's of the same name, and the analysis would judge the two runs as one
+    (each change seen twice, none converged)."""
+    local = store.local_path(out)
+    if local is not None and ((local / "grid.json").exists() or (local / "trials").exists()):
+        raise LabError(f"{out} already holds a run (its grid.json or trials/); a new run must start in a "
+                       "directory of its own.", "Give --out a new directory, or leave --out out for a new "
+                       "runs/<time>-... directory; remove the old one first if you mean to replace it.")
+    return out
+
+
 def _console() -> Console:
     """Rich's console. Written to a file or a CI log (not a terminal) rich assumes 80 columns and cuts the
     results table to `leg…`, `fai…`; there it is 160 wide unless COLUMNS says otherwise."""
@@ -221,7 +233,7 @@ def run_experiment(args) -> int:
                              consumers=_int_list(args.consumers, "--consumers"), partitions=args.partitions,
                              seeds=args.seeds)
     specs = spread_over_tasks(specs, args.host_tasks)
-    out = args.out or _new_run_dir(f"{args.experiment}-{profile}")
+    out = _fresh_out(args.out or _new_run_dir(f"{args.experiment}-{profile}"))
     store_computed([experiment], profile, out)
     summary = run_grid_with_progress(specs, out, args.master, args.trials_per_machine, profile, args.backend)
     console = _console()
@@ -251,7 +263,7 @@ def run_reproduce(args) -> int:
     profile = _profile(args)
     experiments = [e for e in EXPERIMENTS.values() if e.runs_in(profile)]
     specs = [spec for experiment in experiments for spec in experiment.specs(profile)]
-    out = args.out or _new_run_dir(f"reproduce-{profile}")
+    out = _fresh_out(args.out or _new_run_dir(f"reproduce-{profile}"))
     if store.local_path(out) is None:
         raise LabError(f"reproduce renders its report into {out}, which must be a local directory.",
                        "Give --out a local path, or use `run` for a remote results location.")
