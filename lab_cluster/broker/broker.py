@@ -242,7 +242,7 @@ class Broker:
             return topic in self._assignments
 
     def _log_for(self, request: dict) -> PartitionLog:
-        topic, partition = request.get("topic"), request.get("partition")
+        topic, partition = _string(request, "topic"), _integer(request, "partition")
         with self._lock:
             if topic not in self._assignments or partition not in self._assignments[topic]:
                 raise WireError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
@@ -266,20 +266,19 @@ class Broker:
         return {"base_offset": base_offset}
 
     def _fetch(self, request: dict) -> dict:
+        offset = _integer(request, "offset")
+        max_wait_ms = min(_integer(request, "max_wait_ms", 0, minimum=0), 30_000)
+        max_records = _integer(request, "max_records", 500, minimum=0)
         log = self._log_for(request)
-        offset = request.get("offset")
-        if not isinstance(offset, int):
-            raise WireError(ErrorCode.INVALID_REQUEST, "offset must be an integer")
-        max_wait_ms = min(int(request.get("max_wait_ms", 0)), 30_000)
         if max_wait_ms > 0 and offset == log.log_end_offset:
             log.wait_for(offset, max_wait_ms / 1000)
-        records = log.read(offset, int(request.get("max_records", 500)))
+        records = log.read(offset, max_records)
         return {"records": records, "high_watermark": log.log_end_offset}
 
     def _list_offsets(self, request: dict) -> dict:
-        log = self._log_for(request)
         which = request.get("which", "latest")
-        if which not in ("earliest", "latest"):
+        log = self._log_for(request)
+        if not isinstance(which, str) or which not in ("earliest", "latest"):
             raise WireError(ErrorCode.INVALID_REQUEST, "which must be 'earliest' or 'latest'")
         return {"offset": 0 if which == "earliest" else log.log_end_offset}
 
@@ -297,3 +296,27 @@ class Broker:
                                for t, a in self._assignments.items()},
                     "replicas": {t: {str(p): list(r) for p, r in a.items()} for t, a in self._assignments.items()},
                     "controller": self._controller}
+
+
+# -- the fields of a request, checked before they are used: a field of the wrong type is the client's error
+# (INVALID_REQUEST), never a TypeError in the broker (UNKNOWN_SERVER_ERROR), as Kafka's schemas refuse a
+# request whose fields do not parse
+_REQUIRED = object()
+
+
+def _integer(request: dict, name: str, default=_REQUIRED, *, minimum: int | None = None) -> int:
+    value = request.get(name, default)
+    if value is _REQUIRED:
+        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} is missing")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} must be an integer, not {value!r:.40}")
+    if minimum is not None and value < minimum:
+        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def _string(request: dict, name: str) -> str:
+    value = request.get(name)
+    if not isinstance(value, str):
+        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} must be a string, not {value!r:.40}")
+    return value
