@@ -47,7 +47,9 @@ def int32(x: int) -> int:
 
 def java_string_hash(s: str) -> int:
     h = 0
-    data = s.encode("utf-16-be")
+    # surrogatepass: a Java String may hold a lone surrogate (a JSON "\\udcff" decodes to one), and its hashCode
+    # is over that code unit as over any other
+    data = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return int32(h)

@@ -254,6 +254,7 @@ class WireServer(LoopbackServer):
         cid = request.get("correlation_id", -1)
         api = self.apis.get(request.get("api")) if isinstance(request.get("api"), str) else None
         try:
+            _unicode_only(request)
             if api is None:
                 raise WireError(ErrorCode.INVALID_REQUEST, f"unknown api {request.get('api')!r}; "
                                 f"this server has {sorted(self.apis)}")
@@ -292,6 +293,16 @@ class WireServer(LoopbackServer):
                     print(f"{self.name}: channel-closed listener failed: {exc!r}", file=sys.stderr)
 
 
+def _unicode_only(request: dict) -> None:
+    """INVALID_REQUEST for a request holding a lone surrogate: JSON's `\\udcff` escape decodes to one, but it is
+    no Unicode text, and once in a group's state it could not be sent to a Kafka client (whose strings are UTF-8)."""
+    try:
+        json.dumps(request, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:
+        raise WireError(ErrorCode.INVALID_REQUEST, f"the request holds text that is not valid Unicode ({exc.reason}: "
+                        f"{exc.object[exc.start:exc.end]!r})") from None
+
+
 def _open(address: tuple[str, int], timeout_s: float) -> socket.socket:
     sock = socket.create_connection(address, timeout=timeout_s)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -322,6 +333,102 @@ def fields_checked(api: str, handler: Callable, where: str) -> Callable:
             raise WireError(ErrorCode.INVALID_REQUEST,
                             f"{api}: bad or missing field ({exc.__class__.__name__}: {exc}); see {where} for "
                             "each request's body") from None
+    return handle
+
+
+class Shape:
+    """What a request's field must hold, checked before a handler reads it (`check_fields`): the lab's JSON has
+    no schema of its own, so this is what Kafka's generated request classes do when they parse a request. A
+    shape is a Python type (`str`, `int` (a bool is not one), `bool`, `dict`, `list`, `object`: anything), or
+    one of the shapes below."""
+
+    def check(self, value, where: str) -> str | None:
+        raise NotImplementedError
+
+
+def _check(shape, value, where: str) -> str | None:
+    """None where `value` has `shape`, else why not (naming the field as `where`)."""
+    if isinstance(shape, Shape):
+        return shape.check(value, where)
+    if shape is object:
+        return None
+    if shape is int and isinstance(value, bool) or not isinstance(value, shape):
+        return f"{where} must be {'an' if shape is int else 'a'} {shape.__name__}, not {json.dumps(value)[:40]}"
+    return None
+
+
+@dataclass(frozen=True)
+class Maybe(Shape):
+    """Absent, null, or `of`."""
+
+    of: object
+
+    def check(self, value, where):
+        return None if value is None else _check(self.of, value, where)
+
+
+@dataclass(frozen=True)
+class Absent(Shape):
+    """Absent, or `of` (a null is refused: the handler reads the field with a default of its own)."""
+
+    of: object
+
+    def check(self, value, where):
+        return _check(self.of, value, where)
+
+
+@dataclass(frozen=True)
+class ListOf(Shape):
+    of: object
+
+    def check(self, value, where):
+        if not isinstance(value, list):
+            return f"{where} must be a list, not {json.dumps(value)[:40]}"
+        return next((why for i, v in enumerate(value) if (why := _check(self.of, v, f"{where}[{i}]"))), None)
+
+
+@dataclass(frozen=True)
+class Pair(Shape):
+    """A list of exactly two: `[first, second]` (a partition as `[topic, partition]`)."""
+
+    first: object
+    second: object
+
+    def check(self, value, where):
+        if not isinstance(value, list) or len(value) != 2:
+            return f"{where} must be a pair [{getattr(self.first, '__name__', '?')}, ...], not {json.dumps(value)[:40]}"
+        return _check(self.first, value[0], f"{where}[0]") or _check(self.second, value[1], f"{where}[1]")
+
+
+@dataclass(frozen=True)
+class Fields(Shape):
+    """An object with these fields (each required unless `Maybe`); others are ignored, as Kafka ignores
+    tagged fields it does not know."""
+
+    fields: dict
+
+    def check(self, value, where):
+        if not isinstance(value, dict):
+            return f"{where} must be an object, not {json.dumps(value)[:40]}"
+        for name, shape in self.fields.items():
+            if name not in value:
+                if isinstance(shape, (Maybe, Absent)):
+                    continue
+                return f"{where}.{name} is missing" if where else f"{name} is missing"
+            why = _check(shape, value.get(name), f"{where}.{name}" if where else name)
+            if why:
+                return why
+        return None
+
+
+def shape_checked(api: str, handler: Callable, shape: Fields) -> Callable:
+    """`handler`, called only for a request whose fields have `shape`; any other is answered INVALID_REQUEST
+    naming the first field that does not (the connection stays open), before the handler changes anything."""
+    def handle(request, *rest):
+        why = shape.check(request, "")
+        if why:
+            raise WireError(ErrorCode.INVALID_REQUEST, f"{api}: {why}")
+        return handler(request, *rest)
     return handle
 
 

@@ -22,6 +22,8 @@ Subcommands (argparse, one module each):
   server-side assignors, RocketMQ's and TubeMQ's client-side ones) on a group described in a file.
 - `bench zk [--repeats 5] [--out FILE]`: time-to-ready of each backend.
 - `bench cluster [--out FILE]`: fetch, produce and trace-write throughput.
+- `bench hostile [--frames N] [--seed S]`: seeded hostile frames at a broker's two listeners: crashes, hangs,
+  handler errors, memory, and whether both still serve.
 - `bench coordinator [--out FILE]`: heartbeats/s one coordinator sustains, join-to-Stable time by group size.
 - `bench harness [--profile tour|standard] [--events N] [--out FILE]`: wall time of `reproduce`, and the metrics
   job's
@@ -47,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     from experiments.bench import coordinator as bench_coordinator
     from experiments.bench import group_size as bench_group_size
     from experiments.bench import harness as bench_harness
+    from experiments.bench import hostile as bench_hostile
     from experiments.bench import trial_time as bench_trial_time
     from experiments.bench import zk as bench_zk
     from experiments.cli import assign, cluster_up, compare, consumers, doctor, spark_up, zk_up
@@ -76,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_harness.add_parser(bench_sub)
     bench_group_size.add_parser(bench_sub)
     bench_trial_time.add_parser(bench_sub)
+    bench_hostile.add_parser(bench_sub)
     return parser
 
 

@@ -35,6 +35,10 @@ import threading
 import time
 
 from experiments.engine.families import FAMILIES
+from lab_cluster.wire import Fields, ListOf, Maybe
+
+#: a state line, as `lab_cluster/family.py: MemberSnapshot.line` writes it
+STATE_LINE = Fields({"actor": str, "state": str, "gave_up": bool, "generation": Maybe(int), "partitions": ListOf(int)})
 
 
 class GroupWatch:
@@ -53,8 +57,8 @@ class GroupWatch:
             state = json.loads(line)
         except ValueError:
             return  # not a state line (a host may log other things)
-        if not isinstance(state, dict) or "actor" not in state:
-            return
+        if STATE_LINE.check(state, "") is not None:
+            return  # nor is a JSON line of another shape: the watch reads only what it can judge
         with self._changed:
             self._latest[state["actor"]] = (time.monotonic_ns(), state)
             self._changed.notify_all()

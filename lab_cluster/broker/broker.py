@@ -50,10 +50,17 @@ from ..kafka_listener.server import KafkaListener
 from ..partition_log import PartitionLog
 from ..ports import LOOPBACK
 from ..trace import TraceRecorder
-from ..wire import ErrorCode, WireError, WireServer
+from ..wire import ErrorCode, Fields, ListOf, Maybe, WireError, WireServer, shape_checked
 from . import zk_layout as L
 from .admin import broker_addresses
 from .controller import Controller
+
+# what each request of the broker's own APIs carries (`shape_checked`: a field of another shape is the client's
+# INVALID_REQUEST, never a TypeError in a handler)
+_PARTITION = {"topic": str, "partition": int}
+PRODUCE = Fields({**_PARTITION, "values": ListOf(str)})
+FETCH = Fields({**_PARTITION, "offset": int, "max_wait_ms": Maybe(int), "max_records": Maybe(int)})
+LIST_OFFSETS = Fields({**_PARTITION, "which": Maybe(str)})
 
 
 class Broker:
@@ -84,9 +91,9 @@ class Broker:
         self._kafka_brokers: dict[int, tuple[str, int]] = {}
         self._controller = L.NO_LEADER
         self._watched_topics: set[str] = set()
-        self.server.add_api("Produce", (1,), self._produce)
-        self.server.add_api("Fetch", (1,), self._fetch)
-        self.server.add_api("ListOffsets", (1,), self._list_offsets)
+        self.server.add_api("Produce", (1,), shape_checked("Produce", self._produce, PRODUCE))
+        self.server.add_api("Fetch", (1,), shape_checked("Fetch", self._fetch, FETCH))
+        self.server.add_api("ListOffsets", (1,), shape_checked("ListOffsets", self._list_offsets, LIST_OFFSETS))
         self.server.add_api("Metadata", (1,), self._metadata)
         self.plugins = []  # what each plug-in function returned: stopped first in stop()
         for spec in plugins:
@@ -242,7 +249,7 @@ class Broker:
             return topic in self._assignments
 
     def _log_for(self, request: dict) -> PartitionLog:
-        topic, partition = _string(request, "topic"), _integer(request, "partition")
+        topic, partition = request["topic"], request["partition"]
         with self._lock:
             if topic not in self._assignments or partition not in self._assignments[topic]:
                 raise WireError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
@@ -256,19 +263,16 @@ class Broker:
 
     # -- API handlers ----------------------------------------------------------------
     def _produce(self, request: dict) -> dict:
-        values = request.get("values")
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise WireError(ErrorCode.INVALID_REQUEST, "values must be a list of strings")
-        base_offset = self._log_for(request).append(values)
+        base_offset = self._log_for(request).append(request["values"])
         with self._appended:
             self._appends += 1
             self._appended.notify_all()
         return {"base_offset": base_offset}
 
     def _fetch(self, request: dict) -> dict:
-        offset = _integer(request, "offset")
-        max_wait_ms = min(_integer(request, "max_wait_ms", 0, minimum=0), 30_000)
-        max_records = _integer(request, "max_records", 500, minimum=0)
+        offset = request["offset"]
+        max_wait_ms = min(request.get("max_wait_ms") or 0, 30_000)
+        max_records = 500 if request.get("max_records") is None else request["max_records"]
         log = self._log_for(request)
         if max_wait_ms > 0 and offset == log.log_end_offset:
             log.wait_for(offset, max_wait_ms / 1000)
@@ -276,9 +280,9 @@ class Broker:
         return {"records": records, "high_watermark": log.log_end_offset}
 
     def _list_offsets(self, request: dict) -> dict:
-        which = request.get("which", "latest")
+        which = request.get("which") or "latest"
         log = self._log_for(request)
-        if not isinstance(which, str) or which not in ("earliest", "latest"):
+        if which not in ("earliest", "latest"):
             raise WireError(ErrorCode.INVALID_REQUEST, "which must be 'earliest' or 'latest'")
         return {"offset": 0 if which == "earliest" else log.log_end_offset}
 
@@ -297,26 +301,3 @@ class Broker:
                     "replicas": {t: {str(p): list(r) for p, r in a.items()} for t, a in self._assignments.items()},
                     "controller": self._controller}
 
-
-# -- the fields of a request, checked before they are used: a field of the wrong type is the client's error
-# (INVALID_REQUEST), never a TypeError in the broker (UNKNOWN_SERVER_ERROR), as Kafka's schemas refuse a
-# request whose fields do not parse
-_REQUIRED = object()
-
-
-def _integer(request: dict, name: str, default=_REQUIRED, *, minimum: int | None = None) -> int:
-    value = request.get(name, default)
-    if value is _REQUIRED:
-        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} is missing")
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} must be an integer, not {value!r:.40}")
-    if minimum is not None and value < minimum:
-        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} must be at least {minimum}, not {value}")
-    return value
-
-
-def _string(request: dict, name: str) -> str:
-    value = request.get(name)
-    if not isinstance(value, str):
-        raise WireError(ErrorCode.INVALID_REQUEST, f"{name} must be a string, not {value!r:.40}")
-    return value

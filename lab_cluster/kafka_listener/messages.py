@@ -92,8 +92,13 @@ class Served:
         return self.min_version <= version <= self.max_version
 
     def decode(self, frame: bytes, version: int) -> tuple[object, str]:
-        """(the request, its header's client id) from a request frame (without its size)."""
+        """(the request, its header's client id) from a request frame (without its size); ValueError for a
+        null where the schema allows none, which Kafka's parser refuses (`SchemaException`) and kafka-python's
+        reads as None."""
         request = self.request.decode(frame, version=version, header=True)
+        where = null_where_not_nullable(request, version)
+        if where:
+            raise ValueError(f"non-nullable field {where} was serialized as null")
         return request, request.header.client_id or ""
 
     def encode(self, values: dict, version: int, correlation_id: int) -> bytes:
@@ -141,6 +146,31 @@ def build(cls, values: dict):
             value = build(field.data_class, value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def null_where_not_nullable(message, version: int, where: str = "") -> str | None:
+    """The first field of a decoded message (or nested struct) that is null though its schema says it may not
+    be at `version`, as `a.b[2].c`; None if there is none."""
+    for name, field in message._struct.fields.items():
+        if not field.for_version_q(version):
+            continue
+        value = getattr(message, name, None)
+        path = f"{where}.{name}" if where else name
+        if value is None:
+            # a uuid is never null on the wire: kafka-python reads the zero uuid (which clients send for "no id")
+            # as None
+            if not field.nullable_for_version_q(version) and field.type_str != "uuid":
+                return path
+        elif field.is_struct_array():
+            for i, item in enumerate(value):
+                found = null_where_not_nullable(item, version, f"{path}[{i}]")
+                if found:
+                    return found
+        elif field.is_struct():
+            found = null_where_not_nullable(value, version, path)
+            if found:
+                return found
+    return None
 
 
 def first_error(values) -> int:

@@ -51,7 +51,7 @@ ServerAddress(sid=2, client_port=2182, quorum_port=0, election_port=0, host='127
     addresses = []
     for i, hostport in enumerate(h for h in hosts.split(",") if h.strip()):
         host, sep, port = hostport.strip().rpartition(":")
-        if not sep or not port.isdigit():
+        if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
             raise LabError(f"LAB_ZK_CONNECT={connect!r} is not a ZooKeeper connect string.",
                            "Write it as host:port[,host:port...][/chroot], e.g. 127.0.0.1:2181.")
         addresses.append(ServerAddress(i + 1, int(port), 0, 0, host=host))

@@ -217,6 +217,8 @@ class ConsumerGroupHeartbeats:
             bad("SubscribedTopicRegex is not supported yet.")
         if topics is not None and (not isinstance(topics, list) or not all(isinstance(t, str) for t in topics)):
             bad("subscribed_topic_names must be a list of topic names")
+        if assignor is not None and not isinstance(assignor, str):
+            bad("server_assignor must be an assignor's name")
         try:
             owned = None if request.get("topic_partitions") is None else _partitions(request["topic_partitions"])
         except (KeyError, TypeError, ValueError):

@@ -37,12 +37,31 @@ import threading
 
 from lab_cluster.broker import zk_layout as L
 from lab_cluster.broker.admin import write_topic
-from lab_cluster.wire import ErrorCode, WireError
+from lab_cluster.wire import Absent, ErrorCode, Fields, ListOf, Maybe, Pair, WireError
 
 from .coordinator import CoordinatorConfig, GroupCoordinator, OffsetStore, answer
 
 OFFSETS_TOPIC = "__consumer_offsets"
 HELD_REQUEST_LIMIT_S = 600  # a held JoinGroup is answered by the rebalance timeout long before this
+#: what each request carries, checked before the coordinator reads it (a field of another shape is answered
+#: INVALID_REQUEST, as Kafka's request classes refuse what does not parse); ConsumerGroupHeartbeat checks its
+#: own (`consumer_protocol.py: _validated`), FindCoordinator its group id (INVALID_GROUP_ID). `Absent`: the
+#: coordinator reads the field with a default of its own, so a null is refused as well
+_MEMBER = {"group_id": str, "member_id": str, "group_instance_id": Maybe(str), "client_id": Maybe(str)}
+REQUESTS: dict[str, Fields] = {
+    "JoinGroup": Fields({**_MEMBER, "member_id": Absent(str), "session_timeout_ms": int,
+                         "rebalance_timeout_ms": Absent(int), "protocol_type": Absent(str),
+                         "protocols": ListOf(Fields({"name": str, "metadata": Maybe(dict)}))}),
+    "SyncGroup": Fields({**_MEMBER, "generation_id": int,
+                         "assignments": Absent(ListOf(Fields({"member_id": str, "assignment": dict})))}),
+    "Heartbeat": Fields({**_MEMBER, "generation_id": int}),
+    "LeaveGroup": Fields({**_MEMBER, "member_id": Absent(str)}),
+    "OffsetCommit": Fields({**_MEMBER, "member_id": Absent(str), "generation_id": Absent(int),
+                            "offsets": ListOf(Fields({"topic": str, "partition": int, "offset": int}))}),
+    "OffsetFetch": Fields({**_MEMBER, "member_id": Maybe(str), "member_epoch": Maybe(int),
+                           "partitions": Maybe(ListOf(Pair(str, int)))}),
+    "DescribeGroups": Fields({"group_id": str}),
+}
 
 
 class BrokerOffsetStore(OffsetStore):
@@ -112,9 +131,17 @@ class CoordinatorService:
                            error=result.get("error", "NONE"), client=request.get("client_id"))
         return result
 
+    @staticmethod
+    def _checked(api: str, request: dict) -> None:
+        shape = REQUESTS.get(api)
+        why = shape.check(request, "") if shape is not None else None
+        if why:
+            raise WireError(ErrorCode.INVALID_REQUEST, f"{api}: {why}")
+
     def _direct(self, handler, api: str):
         def handle(request: dict) -> dict:
             try:
+                self._checked(api, request)
                 result = handler(request)
             except WireError as exc:
                 result = answer(exc.code, exc.message)
@@ -131,6 +158,7 @@ class CoordinatorService:
                 box.append(result)
                 done.set()
             try:
+                self._checked(api, request)
                 handler(request, respond)
             except WireError as exc:
                 respond(answer(exc.code, exc.message))
@@ -141,6 +169,7 @@ class CoordinatorService:
 
     def _describe(self, request: dict) -> dict:
         """Kafka's DescribeGroups (one group): state, generation, protocol, leader and member ids."""
+        self._checked("DescribeGroups", request)
         group_id = request.get("group_id")
         with self.coordinator.lock:
             error = self.coordinator.owner_error(group_id)
