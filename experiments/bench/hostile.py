@@ -47,7 +47,7 @@ from kazoo.client import KazooClient
 from rich.console import Console
 
 from experiments.bench.hostile_frames import HELD_BY_DESIGN, kafka_frame, kafka_seeds, lab_frame
-from experiments.engine.environment import machine
+from experiments.engine.environment import lab_commit, machine
 from experiments.engine.families import BROKER_PLUGINS
 from lab_cluster.broker.admin import BrokerProcess, create_topic, wait_for_metadata
 from lab_cluster.cleanup import make_temp_dir, remove_temp_dir
@@ -281,7 +281,7 @@ def run(args) -> int:
     finally:
         remove_temp_dir(trial_dir)
     doc = {"benchmark": "hostile input", "taken_at": datetime.now(UTC).isoformat(timespec="seconds"),
-           "machine": machine(), **zk_info, "seed": args.seed, "frames_per_listener": args.frames,
+           "lab_commit": lab_commit(), "machine": machine(), **zk_info, "seed": args.seed, "frames_per_listener": args.frames,
            "patience_s": args.patience_s, "wall_s": round(wall_s, 1),
            "frames_per_s": round(2 * args.frames / wall_s),
            "crashes": 0 if after else 1,
