@@ -93,9 +93,9 @@ class Faults:
         """Record that a killed process was started again (`proc`, the new one, is running already)."""
         return self._done("start", proc.name, pid=proc.pid, **details)
 
-    def stop(self, proc: LabProcess) -> int:
+    def stop(self, proc: LabProcess, **details) -> int:
         proc.stop()
-        return self._done("stop", proc.name, pid=proc.pid)
+        return self._done("stop", proc.name, pid=proc.pid, **details)
 
     # links
     def link(self, link: Link, mode: Mode, delay_ms: int = 0) -> int:

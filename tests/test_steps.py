@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.engine.steps import (
-    BROKER_STEPS,
+    CLUSTER_STEPS,
     FAULT_STEPS,
     MEMBERSHIP_CHANGES,
     SPREAD_STEPS,
@@ -53,16 +53,35 @@ class Stage:
         self.done.append(f"restart {name}")
 
     killed = None
+    zk_stopped = None
 
-    def broker_victim(self) -> int:
-        return 3
+    def broker_victim(self, step: str) -> int:
+        return 3 if step == "broker_kill" else 1
 
-    def killed_broker(self):
+    def broker_down(self):
         return self.killed
 
     def kill_broker(self, broker_id: int) -> None:
         self.killed = broker_id
         self.done.append(f"kill broker-{broker_id}")
+
+    def stop_broker(self, broker_id: int) -> None:
+        self.killed = broker_id
+        self.done.append(f"stop broker-{broker_id}")
+
+    def zk_victim(self) -> int:
+        return 2
+
+    def zk_down(self):
+        return self.zk_stopped
+
+    def stop_zk(self, sid: int) -> None:
+        self.zk_stopped = sid
+        self.done.append(f"stop zk{sid}")
+
+    def start_zk(self, sid: int) -> None:
+        self.zk_stopped = None
+        self.done.append(f"start zk{sid}")
 
     def restart_broker(self, broker_id: int) -> None:
         self.killed = None
@@ -98,7 +117,15 @@ def test_the_victim_leaves_the_membership_while_paused_or_cut_and_comes_back():
     assert run(stage, ["pause", "resume", "cut", "heal"], ["c1", "c2"]) == [
         (["c2"], "c1"), (["c2", "c1"], "c1"), (["c2"], "c1"), (["c2", "c1"], "c1")]
     assert stage.done == ["pause c1", "resume c1", "cut c1", "heal c1"]
-    assert {s for s in STEPS if STEPS[s].holds} == {"pause", "cut"} | BROKER_STEPS  # watched hold_s more
+    assert {s for s in STEPS if STEPS[s].holds} == {"pause", "cut", "crash"} | CLUSTER_STEPS - {"zk_start"}
+
+
+def test_a_crashed_victim_leaves_the_membership_for_good():
+    stage = Stage()
+    assert run(stage, ["crash"], ["c1", "c2"]) == [(["c2"], "c1")]
+    assert stage.done == ["crash c1"] and STEPS["crash"].needs_victim and STEPS["crash"].holds
+    with pytest.raises(StepImpossible, match="needs the victim c1"):
+        STEPS["crash"].plan(Stage(victim=False), ["c1"])
 
 
 def test_the_victim_departs_for_good_and_a_replacement_may_join():
@@ -118,12 +145,12 @@ def test_a_step_that_cannot_be_taken_says_why():
 
 def test_the_registry_is_what_specs_and_the_cross_check_read():
     assert MEMBERSHIP_CHANGES == ("join", "leave", "depart", "churn", "restart")
-    assert FAULT_STEPS == {"pause", "resume", "cut", "heal"}
-    assert BROKER_STEPS == {"broker_kill", "broker_restart"}
+    assert FAULT_STEPS == {"pause", "resume", "cut", "heal", "crash"}
+    assert CLUSTER_STEPS == {"broker_kill", "broker_stop", "broker_restart", "zk_stop", "zk_start"}
     assert VICTIM_STEPS == FAULT_STEPS | {"depart"}
     assert SPREAD_STEPS == VICTIM_STEPS | {"restart"}
     with pytest.raises(LabError, match="Unknown scenario step"):
-        TrialSpec("herd", "zookeeper", 2, 4, steps=("join", "crash"))
+        TrialSpec("herd", "zookeeper", 2, 4, steps=("join", "explode"))
     with pytest.raises(LabError, match="act on the victim c1, which needs a process of its own"):
         TrialSpec("zombie", "zookeeper", 2, 4, steps=("pause",))
     with pytest.raises(LabError, match="A member override is ACTOR:KEY=VALUE"):
@@ -174,10 +201,32 @@ def test_a_broker_dies_and_comes_back_under_an_unchanged_group():
     seen = run(stage, ["broker_kill", "broker_restart"], ["c1", "c2"])
     assert seen == [(["c1", "c2"], "broker-3"), (["c1", "c2"], "broker-3")]
     assert stage.done == ["kill broker-3", "restart broker-3"]
-    assert all(STEPS[s].group_untouched and not STEPS[s].membership_change for s in BROKER_STEPS)
+    assert all(STEPS[s].group_untouched and not STEPS[s].membership_change for s in CLUSTER_STEPS)
     assert STEPS["broker_restart"].hold_param == "return_hold_s"
-    with pytest.raises(StepImpossible, match="needs a broker killed before it"):
+    with pytest.raises(StepImpossible, match="needs a broker killed or stopped before it"):
         STEPS["broker_restart"].plan(Stage(), ["c1"])
     stage.killed = 2
-    with pytest.raises(StepImpossible, match="one broker is killed at a time"):
-        STEPS["broker_kill"].plan(stage, ["c1"])
+    for step in ("broker_kill", "broker_stop"):
+        with pytest.raises(StepImpossible, match="one broker is down at a time"):
+            STEPS[step].plan(stage, ["c1"])
+
+
+def test_a_coordinator_moves_when_its_broker_shuts_down_and_the_broker_comes_back():
+    stage = Stage()
+    seen = run(stage, ["broker_stop", "broker_restart"], ["c1", "c2"])
+    assert seen == [(["c1", "c2"], "broker-1"), (["c1", "c2"], "broker-1")]
+    assert stage.done == ["stop broker-1", "restart broker-1"]
+    assert STEPS["broker_stop"].params == {"hold_s": 0.0}
+
+
+def test_a_zookeeper_server_stops_and_starts_again_under_an_unchanged_group():
+    stage = Stage()
+    seen = run(stage, ["zk_stop", "zk_start"], ["c1", "c2"])
+    assert seen == [(["c1", "c2"], "zk2"), (["c1", "c2"], "zk2")]
+    assert stage.done == ["stop zk2", "start zk2"]
+    assert STEPS["zk_stop"].hold_param == "zk_down_s" and STEPS["zk_stop"].params["zk_stop_leader"] == 0.0
+    with pytest.raises(StepImpossible, match="needs a ZooKeeper server stopped before it"):
+        STEPS["zk_start"].plan(Stage(), ["c1"])
+    stage.zk_stopped = 3
+    with pytest.raises(StepImpossible, match="one is stopped at a time"):
+        STEPS["zk_stop"].plan(stage, ["c1"])

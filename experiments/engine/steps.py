@@ -22,8 +22,18 @@ the group has converged on that membership.
 | `broker_kill` | SIGKILL one broker (`kill_coordinator`: the group's coordinator, | the same      |
 |          | else the highest-numbered broker that is not), then wait until    |               |
 |          | ZooKeeper expired its session and its partitions have new leaders |               |
-| `broker_restart` | start the killed broker again, same id and port, and wait    | the same      |
-|          | until every live broker's metadata agrees                         |               |
+| `broker_stop` | broker k shuts down cleanly at the k-th `broker_stop` (a rolling | the same      |
+|          | bounce with `broker_restart` between: when it is the group's      |               |
+|          | coordinator, the coordinator moves), then wait until its          |               |
+|          | partitions have new leaders                                       |               |
+| `broker_restart` | start the killed or stopped broker again, same id and port,  | the same      |
+|          | and wait until every live broker's metadata agrees                |               |
+| `crash`  | SIGKILL the victim `c1` (a consumer failure without a clean       | - c1          |
+|          | shutdown: no LeaveGroup, no session closed), and it stays dead    |               |
+| `zk_stop` | stop a ZooKeeper server: the only one, or an ensemble's follower | the same      |
+|          | (`zk_stop_leader`: its leader); `zk_down_s` before the next step  |               |
+| `zk_start` | start that server again, with its id, ports and data, and wait  | the same      |
+|          | until the ensemble has one leader and every broker's metadata agrees |            |
 
 `membership_change`: the step changes who is in the group and nothing else
 (no session or link is harmed), so the cross-check with the servers judges it
@@ -46,12 +56,13 @@ fixed period. A restart is a leave and a join of the same member: it changes
 membership and harms no session or link, so the cross-check with the servers
 judges it (`membership_change`).
 
-A broker's death and return (the broker-churn experiment) change no
-membership: `group_untouched` tells the runner not to wait for every member
-to rebalance (in the coordinator era nobody should), only for the group to be
-whole (every member settled, every partition held once), and then to hold
-`hold_s` (the restart: `return_hold_s`) so that the window sees whatever the
-change sets off later.
+A broker's death, clean shutdown and return (the broker-churn experiment),
+and a ZooKeeper server's stop and start, change no membership:
+`group_untouched` tells the runner not to wait for every member to rebalance
+(in the coordinator era nobody should), only for the group to be whole (every
+member settled, every partition held once), and then to hold `hold_s` (a
+broker's return: `return_hold_s`; a stopped ZooKeeper server: `zk_down_s`) so
+that the window sees whatever the change sets off later.
 """
 
 from __future__ import annotations
@@ -82,10 +93,17 @@ class Stage(Protocol):
     def churn(self) -> None: ...
     def restart(self, name: str) -> None: ...  # stop it, wait restart_down_s, start it again as it was
     def fault(self, step: str) -> Callable[[], object]: ...  # pause, resume, cut or heal the victim
-    def broker_victim(self) -> int: ...  # the broker a `broker_kill` kills (raises StepImpossible)
-    def killed_broker(self) -> int | None: ...  # the broker killed and not yet restarted
+    broker_stops: int  # `broker_stop`s done so far: the next stops broker <broker_stops + 1> (a rolling bounce)
+
+    def broker_victim(self, step: str) -> int: ...  # the broker `broker_kill` or `broker_stop` takes down
+    def broker_down(self) -> int | None: ...  # the broker killed or stopped and not yet restarted
     def kill_broker(self, broker_id: int) -> None: ...  # SIGKILL, then wait for its partitions' new leaders
+    def stop_broker(self, broker_id: int) -> None: ...  # a clean shutdown, then wait for the same
     def restart_broker(self, broker_id: int) -> None: ...  # start it again, same id and port
+    def zk_victim(self) -> int: ...  # the ZooKeeper server a `zk_stop` stops (its sid)
+    def zk_down(self) -> int | None: ...  # the ZooKeeper server stopped and not yet started
+    def stop_zk(self, sid: int) -> None: ...
+    def start_zk(self, sid: int) -> None: ...  # start it again; wait for a leader and the brokers' metadata
 
 
 @dataclass(frozen=True)
@@ -156,18 +174,35 @@ def _restart(stage: Stage, members: list[str]) -> Plan:
     return Plan(list(members), name, lambda: stage.restart(name))
 
 
-def _broker_kill(stage: Stage, members: list[str]) -> Plan:
-    if stage.killed_broker() is not None:
-        raise StepImpossible(f"broker {stage.killed_broker()} is down already: one broker is killed at a time")
-    victim = stage.broker_victim()
-    return Plan(list(members), f"broker-{victim}", lambda: stage.kill_broker(victim))
+def _broker_down(step: str) -> Callable[[Stage, list[str]], Plan]:
+    def plan(stage: Stage, members: list[str]) -> Plan:
+        if stage.broker_down() is not None:
+            raise StepImpossible(f"broker {stage.broker_down()} is down already: one broker is down at a time")
+        victim = stage.broker_victim(step)
+        act = stage.kill_broker if step == "broker_kill" else stage.stop_broker
+        return Plan(list(members), f"broker-{victim}", lambda: act(victim))
+    return plan
 
 
 def _broker_restart(stage: Stage, members: list[str]) -> Plan:
-    victim = stage.killed_broker()
+    victim = stage.broker_down()
     if victim is None:
-        raise StepImpossible("broker_restart needs a broker killed before it (broker_kill)")
+        raise StepImpossible("broker_restart needs a broker killed or stopped before it (broker_kill, broker_stop)")
     return Plan(list(members), f"broker-{victim}", lambda: stage.restart_broker(victim))
+
+
+def _zk_stop(stage: Stage, members: list[str]) -> Plan:
+    if stage.zk_down() is not None:
+        raise StepImpossible(f"ZooKeeper server {stage.zk_down()} is stopped already: one is stopped at a time")
+    sid = stage.zk_victim()
+    return Plan(list(members), f"zk{sid}", lambda: stage.stop_zk(sid))
+
+
+def _zk_start(stage: Stage, members: list[str]) -> Plan:
+    sid = stage.zk_down()
+    if sid is None:
+        raise StepImpossible("zk_start needs a ZooKeeper server stopped before it (zk_stop)")
+    return Plan(list(members), f"zk{sid}", lambda: stage.start_zk(sid))
 
 
 def _need_victim(stage: Stage, step: str) -> None:
@@ -190,16 +225,25 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("cut", "blackhole the victim's link to ZooKeeper or to its coordinator", _victim_away("cut"), holds=True,
          needs_victim=True, params={"hold_s": 0.0}),
     Step("heal", "let the victim's link pass again", _victim_back("heal"), needs_victim=True),
+    Step("crash", "SIGKILL the victim; it stays dead", _victim_away("crash"), holds=True, needs_victim=True,
+         params={"hold_s": 0.0}),
     # restart_down_s: the deploy's time between stopping an instance and starting it; restart_gap_s: what it waits
     # after the group converged (and settle_s) before the next step
     Step("restart", "the next of c1..cN stops gracefully and starts again as it was, restart_down_s later",
          _restart, membership_change=True, own_processes=True, then_waits="restart_gap_s",
          params={"restart_down_s": 1.0, "restart_gap_s": 2.0}),
     # kill_coordinator: 1 kills the group's coordinator (a family with one), 0 the highest-numbered other broker
-    Step("broker_kill", "SIGKILL one broker; wait until its partitions have new leaders", _broker_kill,
+    Step("broker_kill", "SIGKILL one broker; wait until its partitions have new leaders", _broker_down("broker_kill"),
          group_untouched=True, holds=True, params={"kill_coordinator": 0.0, "hold_s": 0.0}),
-    Step("broker_restart", "start the killed broker again under its id and port", _broker_restart,
+    Step("broker_stop", "the next broker in turn shuts down cleanly; wait until its partitions have new leaders",
+         _broker_down("broker_stop"), group_untouched=True, holds=True, params={"hold_s": 0.0}),
+    Step("broker_restart", "start the killed or stopped broker again under its id and port", _broker_restart,
          group_untouched=True, holds=True, hold_param="return_hold_s", params={"return_hold_s": 0.0}),
+    # zk_stop_leader: 1 stops an ensemble's leader, 0 a follower (a single server is stopped either way)
+    Step("zk_stop", "stop a ZooKeeper server; zk_down_s before the next step", _zk_stop, group_untouched=True,
+         holds=True, hold_param="zk_down_s", params={"zk_stop_leader": 0.0, "zk_down_s": 2.0}),
+    Step("zk_start", "start the stopped ZooKeeper server again, with its id, ports and data", _zk_start,
+         group_untouched=True),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link
@@ -207,8 +251,8 @@ MEMBERSHIP_CHANGES: tuple[str, ...] = tuple(name for name, step in STEPS.items()
 #: the steps that harm the victim's session or link
 FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items()
                                         if not step.membership_change and not step.group_untouched)
-#: the steps that harm the cluster under the group, no member: a broker's death and return
-BROKER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.group_untouched)
+#: the steps that harm the cluster under the group, no member: a broker's or a ZooKeeper server's going and return
+CLUSTER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.group_untouched)
 
 #: the steps that need the victim in a process of its own
 VICTIM_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.needs_victim)

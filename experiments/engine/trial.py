@@ -285,12 +285,14 @@ class _Scenario:
         self.joined: list[str] = []  # joiners still running, oldest first
         self.joins = 0  # joiners started so far: the next is j<joins + 1>
         self.restarts = 0  # restarts done so far: the next restarts c<restarts + 1>
+        self.broker_stops = 0  # broker_stops done so far: the next stops broker <broker_stops + 1>
         self.slots: dict[str, int] = {}  # each consumer's start order: its ZooKeeper server, through restarts
         self.started = 0  # consumers started so far: the k-th is pinned to ZooKeeper server k mod S
         self.victim_link: Link | None = None
         self.lagging_broker: Link | None = None  # every consumer's link to the last broker (`broker_delay_ms`)
         self.brokers: dict[int, BrokerProcess] = {}  # the broker processes by id (a restarted one replaces its own)
-        self.killed: int | None = None  # the broker a `broker_kill` killed, until its `broker_restart`
+        self.killed: int | None = None  # the broker a `broker_kill` or `broker_stop` took down, until its restart
+        self.zk_stopped: int | None = None  # the ZooKeeper server a `zk_stop` stopped, until its `zk_start`
 
     def progress(self, phase: str, done: int) -> None:
         """Where the trial is, for the driver's progress bars (`progress.json` in the trial's directory)."""
@@ -511,9 +513,13 @@ class _Scenario:
         self.watch.forget(name)
 
     def _server_counters(self, index: int, at: str) -> None:
-        """`mntr` of every server, summed (the cross-check's server side)."""
+        """`mntr` of every running server, summed (the cross-check's server side); a server a `zk_stop` stopped
+        is left out, and its counters start again from zero when it starts (only membership changes are
+        cross-checked, and those harm no server)."""
         totals = dict.fromkeys(SERVER_COUNTERS, 0)
         for server in self.zk.servers:
+            if server.sid == self.zk_stopped:
+                continue
             host, port = server.connect.split(":")
             values = fourlw.mntr(host, int(port))
             for k in SERVER_COUNTERS:
@@ -575,20 +581,26 @@ class _Scenario:
 
     def fault(self, step: str) -> Callable[[], object]:
         victim = self.members[VICTIM]
+        if step == "crash":
+            return lambda: (self.faults.kill(victim, member=VICTIM), self.members.pop(VICTIM),
+                            self.watch.forget(VICTIM))
         return {"pause": lambda: self.faults.pause(victim), "resume": lambda: self.faults.resume(victim),
                 "cut": lambda: self.faults.link(self.victim_link, Mode.BLACKHOLE),
                 "heal": lambda: self.faults.link(self.victim_link, Mode.PASS)}[step]
 
-    def killed_broker(self) -> int | None:
+    def broker_down(self) -> int | None:
         return self.killed
 
-    def broker_victim(self) -> int:
-        """The broker `broker_kill` kills: the group's coordinator if `kill_coordinator` (a family with one),
-        else the highest-numbered broker that is not the coordinator."""
+    def broker_victim(self, step: str) -> int:
+        """The broker `step` takes down: for `broker_stop`, broker k at the k-th (a rolling bounce, as Kafka's
+        `rolling_bounce_brokers` restarts each node in turn); for `broker_kill`, the group's coordinator if
+        `kill_coordinator` (a family with one), else the highest-numbered broker that is not the coordinator."""
+        if step == "broker_stop":
+            return sorted(self.brokers)[self.broker_stops % len(self.brokers)]
         coordinator = self._coordinator_broker()
         if self.spec.param("kill_coordinator"):
             if coordinator is None:
-                raise StepImpossible(f"{self.spec.design} has no group coordinator to kill")
+                raise StepImpossible(f"{self.spec.design} has no group coordinator to take down")
             return coordinator
         return max(i for i in self.brokers if i != coordinator)
 
@@ -605,13 +617,50 @@ class _Scenario:
         """SIGKILL the broker (a crash, as Kafka's `test_broker_failure` with clean_shutdown=False: its
         registration stays until ZooKeeper expires its session), then wait until the controller has given its
         partitions new leaders and every live broker's metadata says so."""
+        self._take_down(broker_id, self.faults.kill)
+
+    def stop_broker(self, broker_id: int) -> None:
+        """Shut the broker down cleanly (SIGTERM: its plug-ins stop, its ZooKeeper session closes, so its
+        registration goes at once and the controller moves its partitions' leadership, `__consumer_offsets`'s
+        with the rest: the coordinator of its groups moves to their new leaders), then wait as `kill_broker` does.
+        A departure: Kafka's controlled shutdown asks the controller to move the leaderships before the broker
+        closes its session; the lab's controller moves them when the registration goes."""
+        self.broker_stops += 1
+        self._take_down(broker_id, self.faults.stop)
+
+    def _take_down(self, broker_id: int, how) -> None:
         controller = json.loads(self.admin.retry(self.admin.get, zk_layout.CONTROLLER)[0])["brokerid"]
         led = sorted(p for p, leader in self.admin.retry(leaders, self.admin, TOPIC).items() if leader == broker_id)
-        self.faults.kill(self.brokers[broker_id], broker=broker_id, coordinator=broker_id == self._coordinator_broker(),
-                         controller=broker_id == controller, leads=led)
+        how(self.brokers[broker_id], broker=broker_id, coordinator=broker_id == self._coordinator_broker(),
+            controller=broker_id == controller, leads=led)
         self.killed = broker_id
         self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.spec.partitions, timeout_s=60,
                          exclude=frozenset({broker_id}))
+        self._wait_for_metadata()
+
+    def zk_down(self) -> int | None:
+        return self.zk_stopped
+
+    def zk_victim(self) -> int:
+        """The server `zk_stop` stops: the only one, or an ensemble's leader (`zk_stop_leader`) or follower."""
+        if len(self.zk.servers) == 1:
+            return self.zk.servers[0].sid
+        leader = self.zk.leader()
+        return leader.sid if self.spec.param("zk_stop_leader") else self.zk.followers()[0].sid
+
+    def stop_zk(self, sid: int) -> None:
+        """Stop the server cleanly; its clients' links to it break, and they reconnect to another server of the
+        ensemble, or, to a single server, when it is back (their sessions live on in its data if they were not
+        away longer than their timeouts)."""
+        self.faults.zk_stop(self.zk, sid)
+        self.zk_stopped = sid
+
+    def start_zk(self, sid: int) -> None:
+        """Start it again (same id, ports and data), then wait until the ensemble has one leader and the brokers'
+        metadata is whole again."""
+        self.faults.zk_start(self.zk, sid)
+        self.zk_stopped = None
+        self.zk.wait_for_quorum(60)
         self._wait_for_metadata()
 
     def restart_broker(self, broker_id: int) -> None:
