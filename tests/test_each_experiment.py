@@ -3,16 +3,16 @@
 An experiment's whole grid is a `long` test (`pytest -m long`, or `pytest -m <experiment>`), and the herd runs
 every design of its own in `test_main_job.py`. Here every other experiment runs one trial of its standard grid,
 the cheapest that takes every step of its scenario (a lag and churn, a cut and heal, a rolling restart, a
-broker killed and started again, a newcomer, an assignor's join and leave), two at a time as the main job runs
-them; together they also give the coordinator era's static, cooperative and static-cooperative designs a real
-trial each. What a single trial cannot judge (a finding compares designs or lags) is judged on the stored tour
-run (`test_stored_tour_run.py`) and the published report (`test_main_job.py`).
+broker killed and started again, a newcomer, an assignor's join and leave, a bounce of consumers and brokers),
+two at a time as the main job runs them; together they also give the coordinator era's static, cooperative and
+static-cooperative designs a real trial each. What a single trial cannot judge (a finding compares designs or
+lags) is judged on the stored tour run (`test_stored_tour_run.py`) and the published report (`test_main_job.py`).
 """
 
 from __future__ import annotations
 
 import pytest
-from conftest import run_experiment
+from conftest import run_experiment, trace_events
 
 from experiments.catalogue import EXPERIMENTS
 
@@ -26,9 +26,8 @@ SMOKE = {
     "broker_churn": "broker_churn-coordinator-classic-coop-n3-p6-s0-r0",
     "first_message": "first_message-zookeeper-n4-p12-s0-r0",
     "assignors": "assignors-range-classic-n3-p12-s0-r0",
+    "conformance": "conformance-bounce-classic-static-n3-p6-s0-r0",
 }
-#: a second broker-churn trial, for the static design's real trial
-STATIC = ("broker_churn", "broker_churn-coordinator-classic-static-n3-p6-s0-r0")
 
 
 def _spec(experiment: str, trial: str):
@@ -37,7 +36,7 @@ def _spec(experiment: str, trial: str):
 
 @pytest.fixture(scope="module")
 def each_run(spark, tmp_path_factory):
-    specs = [_spec(e, t) for e, t in [*SMOKE.items(), STATIC]]
+    specs = [_spec(e, t) for e, t in SMOKE.items()]
     return run_experiment(spark, tmp_path_factory.mktemp("each-experiment"), specs, trials_per_machine=2)
 
 
@@ -61,3 +60,20 @@ def test_the_coordinator_eras_variants_each_ran_a_real_trial(each_run):
     _, _, summary = each_run
     ran = set(summary[summary.status == "ok"].design)
     assert {"classic-static", "classic-coop", "classic-static-coop"} <= ran, ran
+
+
+def test_a_rolling_bounce_of_the_brokers_moves_the_coordinator_and_the_members_find_it(each_run):
+    """The conformance trial's broker bounce (`broker_stop`, `broker_restart`, each broker in turn): one of the
+    brokers stopped is the group's coordinator; once it is gone, the members heartbeat to another."""
+    run_dir, _, _ = each_run
+    trial_dir = run_dir / "trials" / SMOKE["conformance"]
+    stops = [e["f"] for e in trace_events(trial_dir, "scenario", "fault") if e["f"]["action"] == "stop"]
+    assert [f["broker"] for f in stops] == [1, 2, 3]
+    moved = [i for i, f in enumerate(stops) if f["coordinator"]]
+    assert len(moved) == 1, stops
+    at = [c for c in trace_events(trial_dir, "scenario", "change") if c["f"]["change"] == "broker_stop"][moved[0]]
+    gone = f"broker-{stops[moved[0]]['broker']}"
+    after = {b for b in ("broker-1", "broker-2", "broker-3") if b != gone
+             for e in trace_events(trial_dir, b, "coordinator_request")
+             if e["f"]["api"] == "Heartbeat" and e["ts_ns"] > at["ts_ns"]}
+    assert after, "nobody heartbeated to a new coordinator"

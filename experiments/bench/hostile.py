@@ -281,7 +281,8 @@ def run(args) -> int:
     finally:
         remove_temp_dir(trial_dir)
     doc = {"benchmark": "hostile input", "taken_at": datetime.now(UTC).isoformat(timespec="seconds"),
-           "lab_commit": lab_commit(), "machine": machine(), **zk_info, "seed": args.seed, "frames_per_listener": args.frames,
+           "lab_commit": lab_commit(), "machine": machine(), **zk_info, "seed": args.seed,
+           "frames_per_listener": args.frames,
            "patience_s": args.patience_s, "wall_s": round(wall_s, 1),
            "frames_per_s": round(2 * args.frames / wall_s),
            "crashes": 0 if after else 1,

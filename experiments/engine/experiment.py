@@ -91,6 +91,9 @@ class Experiment:
     #: "module:function" rendering the section of its full-profile run, published apart from the standard
     #: reproduction (`report/full_runs.py`), from (that run's summary rows, its StoredRun); None: it has none
     full_section: str | None = None
+    #: its section shows the real systems' rows beside the lab's designs (elsewhere they are shown apart, in the
+    #: report's part on the real systems): a table of verdicts, one row per design, real or not
+    with_real: bool = False
 
     def runs_in(self, profile: str) -> bool:
         """Whether this experiment has a grid in `profile` (every one is in `standard` and `full`; a few in `tour`)."""

@@ -105,7 +105,8 @@ def render(run_dir: Path, out: Path | None = None, full_dir: Path | None = None)
     lab = without_real(summary)  # the sections and the first screen: the lab's designs; the real ones beside them
     sections, full_sections_after = [], {}
     for name, experiment in EXPERIMENTS.items():
-        rows = lab[lab.experiment == name]
+        rows = (summary if experiment.with_real else lab)
+        rows = rows[rows.experiment == name]
         if not rows.empty:
             sections.append(experiment.render_section(rows, run))
             full_sections_after[sections[-1].title] = full_sections.get(name, "")
