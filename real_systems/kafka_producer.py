@@ -21,9 +21,11 @@ Run as a process::
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaTimeoutError
 
 from lab_cluster.processes import add_owner_argument, serve_until_terminated
 from lab_cluster.trace import TraceRecorder
@@ -46,10 +48,15 @@ class RealProducer:
         return self
 
     def stop(self) -> None:
+        """Stop sending, give the sends under way 10 s to be answered, and close. Sends still unanswered then
+        (their leader gone, none elected yet) are given up: neither `produced` nor `produce_failed`."""
         self._stop.set()
         self._thread.join(timeout=10)
-        self.producer.flush(timeout=10)
-        self.producer.close(timeout=10)
+        try:
+            self.producer.flush(timeout=10)
+        except KafkaTimeoutError:
+            print("producer: sends still unanswered after 10 s are given up", file=sys.stderr, flush=True)
+        self.producer.close(timeout=0)
 
     def _run(self) -> None:
         sequence = dict.fromkeys(range(self.partitions), 0)

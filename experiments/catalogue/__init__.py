@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from experiments.engine.experiment import Experiment
 
-from . import assignors, broker_churn, conformance, first_message, herd, split_brain, storm, zombie
+from . import assignors, broker_churn, conformance, first_message, herd, soak, split_brain, storm, zombie
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     herd.EXPERIMENT,
@@ -21,6 +21,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     storm.EXPERIMENT,
     broker_churn.EXPERIMENT,
     conformance.EXPERIMENT,
+    soak.EXPERIMENT,
 )}
 #: the experiments whose trials keep timelines for their report sections (what the harness is told)
 KEEP_TIMELINES: frozenset[str] = frozenset(e.name for e in EXPERIMENTS.values() if e.keeps_timelines)

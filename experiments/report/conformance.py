@@ -22,7 +22,23 @@ SHORT = {"broker-bounce-no-rebalance": "broker bounce: no rebalance",
          "valid-assignment": "valid assignment"}
 #: why a design fails a check, where the failure is the design's: what its code does, and where. A failure
 #: without an entry here is reported as not yet traced, never explained away
-WHY: dict[tuple[str, str], str] = {}
+_WATCHES_BROKERS = (
+    "the lab's ZooKeeper-era consumer watches `/brokers/ids` by default (`watch_broker_ids=always`, the "
+    "lineage's description of the era: `legacy_zk/config.py`), so every broker's going and return fires every "
+    "member's watch, and each releases everything it owns and rebalances (`legacy_zk/consumer.py`); Kafka "
+    "0.8.2.2's own code subscribes to `/brokers/ids` only when a rebalance found no broker at all, and its row "
+    "passes (the broker-churn experiment runs both settings)")
+_NO_BARRIER = (
+    "RocketMQ's members rebalance each on its own, with no barrier: when one goes, a survivor takes a queue of "
+    "its new share before the member that held it has dropped it (each client's `RebalanceImpl`, "
+    "`rocketmq_client/rebalance.py`), so for a moment two members hold one queue. RocketMQ accepts this; its "
+    "broker-side queue locks serve orderly consumption only")
+WHY: dict[tuple[str, str], str] = {
+    ("zookeeper", "broker-bounce-no-rebalance"): _WATCHES_BROKERS,
+    ("zookeeper", "broker-failure-no-rebalance"): _WATCHES_BROKERS,
+    ("rocketmq", "valid-assignment"): _NO_BARRIER,
+    ("real-rocketmq-4.9", "valid-assignment"): _NO_BARRIER,
+}
 
 
 def verdict_cell(holds, figure: str, why: str) -> str:
