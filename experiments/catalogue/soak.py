@@ -58,6 +58,7 @@ from experiments.engine.experiment import Experiment
 from experiments.engine.families import FAMILIES
 from experiments.engine.finding import Finding, of_designs_run
 from experiments.engine.steps import STEPS
+from experiments.engine.trial import PARAMS as DEFAULTS
 from experiments.engine.trial import TrialSpec
 
 NAME = "soak"
@@ -141,11 +142,17 @@ def _spec(design: str, n: int, partitions: int, rate: float, seed: int, length: 
     params = {**PARAMS, "hold_s": broker_churn.HOLD_S.get(design, PARAMS["hold_s"]), "zk_stop_leader": float(seed % 2),
               "kill_coordinator": float(seed % 2 == 0 and FAMILIES[design].find_coordinator is not None)}
     taken = {name for s in steps for name in STEPS[s].params} | {"follower_delay_ms"}  # its steps' and the set-up's
-    params = {k: v for k, v in params.items() if k in taken}
+    params = {k: v for k, v in params.items() if k in taken and v != DEFAULTS[k]}  # as a grid row reads back
     return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=steps, layout="spread",
-                     zk_servers=3, params=params, overrides=OVERRIDES.get(design, ()),
+                     variant=f"{length}-faults", zk_servers=3, params=params, overrides=OVERRIDES.get(design, ()),
                      broker_overrides=BROKER_OVERRIDES.get(design, ()),
                      converge_limit_s=CONVERGE_LIMIT_S.get(design, 90.0))
+
+
+def short(design: str, seed: int, faults: int) -> TrialSpec:
+    """A short soak of `faults` faults on a group of 3 (the test suite's: its invariants checked on a real trial)."""
+    p = PROFILES["standard"]
+    return _spec(design, 3, p["partitions"], p["rate"], seed, faults)
 
 
 def per_trial(summary: pd.DataFrame) -> pd.DataFrame:
