@@ -67,13 +67,12 @@ QUESTION = ("Under a long random mix of every fault the lab has (pauses, cuts, r
             "keep its invariants: no record lost, no offset moved backwards where it fences, a group that "
             "converges after the last fault?")
 PROFILES = {
-    "standard": {"consumers": [3], "partitions": 6, "rate": 5.0, "seeds": 1, "faults": 8,
-                 "designs": ("zookeeper", "classic", "consumer-848")},
+    "standard": {"consumers": [3], "partitions": 6, "rate": 5.0, "seeds": 1, "faults": 8},
     "full": {"consumers": [3], "partitions": 6, "rate": 5.0, "seeds": 4, "faults": 30},
 }
-DESIGNS = ("zookeeper", "classic", "consumer-848", "rocketmq")
-#: the standard profile's designs: RocketMQ's members notice a silent one only when a broker drops its channel
-#: (120 s) and new leaders at their 20 s rebalance, so its soak takes many minutes: the full profile runs it
+#: RocketMQ is not among them yet: its members notice a silent one only when a broker drops its channel (120 s)
+#: and new leaders at their 20 s rebalance, so each of its faults takes minutes
+DESIGNS = ("zookeeper", "classic", "consumer-848")
 #: the designs whose coordinator fences a stale member's commits (ILLEGAL_GENERATION, FENCED_MEMBER_EPOCH)
 FENCES = ("classic", "consumer-848")
 FAULTS: dict[str, tuple[str, ...]] = {
@@ -92,7 +91,6 @@ OVERRIDES = {
     "classic": ("auto.commit.interval.ms=1000", "session.timeout.ms=6000", "heartbeat.interval.ms=2000",
                 "request.timeout.ms=10000"),
     "consumer-848": ("auto.commit.interval.ms=1000", "request.timeout.ms=10000"),
-    "rocketmq": ("persistConsumerOffsetInterval=1000",),
 }
 BROKER_OVERRIDES = {
     "consumer-848": ("group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=6000",
@@ -102,8 +100,6 @@ BROKER_OVERRIDES = {
 #: ZooKeeper server's absence watched
 PARAMS = {"hold_s": 3.0, "return_hold_s": 2.0, "zk_down_s": 3.0, "restart_down_s": 1.0, "restart_gap_s": 1.0,
           "follower_delay_ms": 200.0}
-#: RocketMQ's members notice a silent one only when a broker drops its channel (120 s)
-CONVERGE_LIMIT_S = {"rocketmq": 240.0}
 
 
 def menu(design: str) -> tuple[str, ...]:
@@ -146,7 +142,7 @@ def _spec(design: str, n: int, partitions: int, rate: float, seed: int, length: 
     return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=steps, layout="spread",
                      variant=f"{length}-faults", zk_servers=3, params=params, overrides=OVERRIDES.get(design, ()),
                      broker_overrides=BROKER_OVERRIDES.get(design, ()),
-                     converge_limit_s=CONVERGE_LIMIT_S.get(design, 90.0))
+                     converge_limit_s=90.0)
 
 
 def short(design: str, seed: int, faults: int) -> TrialSpec:

@@ -26,13 +26,13 @@ _WATCHES_BROKERS = (
     "the lab's ZooKeeper-era consumer watches `/brokers/ids` by default (`watch_broker_ids=always`, the "
     "lineage's description of the era: `legacy_zk/config.py`), so every broker's going and return fires every "
     "member's watch, and each releases everything it owns and rebalances (`legacy_zk/consumer.py`); Kafka "
-    "0.8.2.2's own code subscribes to `/brokers/ids` only when a rebalance found no broker at all, and its row "
-    "passes (the broker-churn experiment runs both settings)")
+    "0.8.2.2's own code subscribes to `/brokers/ids` only when a rebalance found no broker at all, so its "
+    "consumers do not rebalance when a broker goes (the broker-churn experiment runs both settings).")
 _NO_BARRIER = (
     "RocketMQ's members rebalance each on its own, with no barrier: when one goes, a survivor takes a queue of "
     "its new share before the member that held it has dropped it (each client's `RebalanceImpl`, "
     "`rocketmq_client/rebalance.py`), so for a moment two members hold one queue. RocketMQ accepts this; its "
-    "broker-side queue locks serve orderly consumption only")
+    "broker-side queue locks serve orderly consumption only.")
 WHY: dict[tuple[str, str], str] = {
     ("zookeeper", "broker-bounce-no-rebalance"): _WATCHES_BROKERS,
     ("zookeeper", "broker-failure-no-rebalance"): _WATCHES_BROKERS,
@@ -53,7 +53,7 @@ def conformance_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     rows = []
     for design in designs:
         d = v[v.design == design].set_index("check")
-        rows.append([FAMILIES[design].label if design in FAMILIES else design,
+        rows.append([f"`{design}`",
                      *(verdict_cell(d.loc[c].holds, d.loc[c].figure, d.loc[c].why) for c, _, _ in conformance.CHECKS)])
     failures = v[v.holds == False]  # noqa: E712 - holds is an object column (True, False, None)
     lines = [f"- **{FAMILIES[r.design].label}, {SHORT[r.check]}** ({r.figure}): "
