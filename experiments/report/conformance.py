@@ -33,7 +33,21 @@ _NO_BARRIER = (
     "its new share before the member that held it has dropped it (each client's `RebalanceImpl`, "
     "`rocketmq_client/rebalance.py`), so for a moment two members hold one queue. RocketMQ accepts this; its "
     "broker-side queue locks serve orderly consumption only.")
+_QUEUES_ARE_BROKERS = (
+    "a RocketMQ queue belongs to a broker, and the lab names each queue after its partition's leader "
+    "(`rocketmq_client/instance.py`), so when a broker goes or leadership moves, the topic's route lists other "
+    "queues, and every member's next rebalance re-splits them (`RebalanceImpl.rebalanceByTopic`, "
+    "`rocketmq_client/rebalance.py`), dropping what moves; in RocketMQ itself, too, a dead broker's queues leave "
+    "the route until it returns.")
+_NO_BARRIER_DUPLICATES = (
+    "no barrier: when a queue moves (a member's bounce, a broker's), its new owner pulls from the offset the "
+    "broker holds, which the old owner last committed at its periodic persist or pull, while the old owner may "
+    "still be processing what it had pulled: records processed twice. Kafka's clean-shutdown guarantee rests on "
+    "the eager barrier (every member commits and revokes before anyone is assigned), which RocketMQ has not.")
 WHY: dict[tuple[str, str], str] = {
+    ("rocketmq", "broker-bounce-no-rebalance"): _QUEUES_ARE_BROKERS,
+    ("rocketmq", "broker-failure-no-rebalance"): _QUEUES_ARE_BROKERS,
+    ("rocketmq", "clean-bounce-no-duplicates"): _NO_BARRIER_DUPLICATES,
     ("zookeeper", "broker-bounce-no-rebalance"): _WATCHES_BROKERS,
     ("zookeeper", "broker-failure-no-rebalance"): _WATCHES_BROKERS,
     ("rocketmq", "valid-assignment"): _NO_BARRIER,
