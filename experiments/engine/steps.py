@@ -254,6 +254,10 @@ FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items()
 #: the steps that harm the cluster under the group, no member: a broker's or a ZooKeeper server's going and return
 CLUSTER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.group_untouched)
 
+#: the steps across which ZooKeeper's own counters cannot be compared with the clients' (the stopped server is
+#: left out of the sum, the started one counts from zero): the cross-check leaves their windows alone
+ZK_SERVER_STEPS: frozenset[str] = frozenset({"zk_stop", "zk_start"})
+
 #: the steps that need the victim in a process of its own
 VICTIM_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.needs_victim)
 #: the steps that need every consumer of the group in a process of its own (`layout="spread"`)
