@@ -44,8 +44,10 @@ The checks, each Kafka's (its test, and what it asserts):
 - `broker-failure-no-rebalance` (`test_broker_failure`: `num_rebalances`
   unchanged): in the broker windows of `failure`, no round, no member revoking;
 - `valid-assignment` (`test_valid_assignment`: after every rebalance each
-  partition has exactly one owner): every window of both trials converged,
-  and no partition was ever owned by two members at once.
+  partition has exactly one owner, waited for up to 30 s): every window of
+  both trials ended with each partition owned by exactly one live member
+  (`converged`); the partition-seconds two members owned one while the group
+  settled are shown, not judged, as Kafka's test does not judge them.
 
 Kafka's tests give their consumers a 10 s session; so does this experiment
 (`OVERRIDES`), where the session is the consumer's.
@@ -106,7 +108,8 @@ CHECKS: tuple[tuple[str, str, str], ...] = (
     ("failure-reassigned-in-time", "test_consumer_failure",
      "a killed member's partitions move within 2 x session timeout + 5 s"),
     ("broker-failure-no-rebalance", "test_broker_failure", "a broker failure causes no rebalance"),
-    ("valid-assignment", "test_valid_assignment", "after every rebalance each partition has exactly one owner"),
+    ("valid-assignment", "test_valid_assignment",
+     "after every rebalance (waited for up to 30 s) each partition has exactly one owner"),
 )
 
 
@@ -209,14 +212,16 @@ def _judge(check: str, design: str, bounce: pd.DataFrame, failure: pd.DataFrame)
         took = float(crash.convergence_ms.iloc[0])
         ok = bool(crash.converged.iloc[0]) and took <= bound
         return {"holds": ok, "figure": f"{took / 1000:,.1f} s (bound {bound / 1000:,.0f} s)", "why": ""}
-    # valid-assignment
+    # valid-assignment: Kafka waits (up to 30 s) for each rebalance's assignment to be valid, so a moment of two
+    # owners while it settles is not judged; it is shown
     both = pd.concat([bounce, failure])
     if both.empty:
         return none("no successful trial")
     unconverged = int((~both.converged.astype(bool)).sum())
     double = float(both.double_owned_partition_s.sum())
-    return {"holds": unconverged == 0 and double == 0,
-            "figure": f"{double:.3g} double-owned p-s, {unconverged} windows unconverged", "why": ""}
+    return {"holds": unconverged == 0,
+            "figure": f"{unconverged} of {len(both)} windows invalid at their end ({double:.3g} double-owned p-s "
+                      "while settling)", "why": ""}
 
 
 def findings(summary: pd.DataFrame) -> list[Finding]:

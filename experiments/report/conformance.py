@@ -28,11 +28,6 @@ _WATCHES_BROKERS = (
     "member's watch, and each releases everything it owns and rebalances (`legacy_zk/consumer.py`); Kafka "
     "0.8.2.2's own code subscribes to `/brokers/ids` only when a rebalance found no broker at all, so its "
     "consumers do not rebalance when a broker goes (the broker-churn experiment runs both settings).")
-_NO_BARRIER = (
-    "RocketMQ's members rebalance each on its own, with no barrier: when one goes, a survivor takes a queue of "
-    "its new share before the member that held it has dropped it (each client's `RebalanceImpl`, "
-    "`rocketmq_client/rebalance.py`), so for a moment two members hold one queue. RocketMQ accepts this; its "
-    "broker-side queue locks serve orderly consumption only.")
 _QUEUES_ARE_BROKERS = (
     "a RocketMQ queue belongs to a broker, and the lab names each queue after its partition's leader "
     "(`rocketmq_client/instance.py`), so when a broker goes or leadership moves, the topic's route lists other "
@@ -50,8 +45,6 @@ WHY: dict[tuple[str, str], str] = {
     ("rocketmq", "clean-bounce-no-duplicates"): _NO_BARRIER_DUPLICATES,
     ("zookeeper", "broker-bounce-no-rebalance"): _WATCHES_BROKERS,
     ("zookeeper", "broker-failure-no-rebalance"): _WATCHES_BROKERS,
-    ("rocketmq", "valid-assignment"): _NO_BARRIER,
-    ("real-rocketmq-4.9", "valid-assignment"): _NO_BARRIER,
 }
 
 
