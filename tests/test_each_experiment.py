@@ -90,4 +90,4 @@ def test_a_short_seeded_soak_keeps_its_invariants(each_run):
     assert len(spec.steps) >= 3 and spec.steps == soak.short("classic", seed=0, faults=3).steps  # from its seed
     assert soak.violations(summary[summary.trial == spec.trial_id]) == []
     held = {f.id: f.holds for f in soak.findings(summary[summary.trial == spec.trial_id])}
-    assert held == {"classic-soak-ends-ok": True, "classic-no-record-lost": True, "classic-no-offset-backwards": True}
+    assert held == {"all-soak-trials-end-ok": True, "all-no-record-lost": True, "all-fencing-no-offset-backwards": True}
