@@ -514,8 +514,8 @@ class _Scenario:
 
     def _server_counters(self, index: int, at: str) -> None:
         """`mntr` of every running server, summed (the cross-check's server side); a server a `zk_stop` stopped
-        is left out, and its counters start again from zero when it starts (only membership changes are
-        cross-checked, and those harm no server)."""
+        is left out, and its counters start again from zero when it starts, so the cross-check leaves the windows
+        of those steps alone (`steps.ZK_SERVER_STEPS`)."""
         totals = dict.fromkeys(SERVER_COUNTERS, 0)
         for server in self.zk.servers:
             if server.sid == self.zk_stopped:
@@ -664,8 +664,9 @@ class _Scenario:
         self._wait_for_metadata()
 
     def restart_broker(self, broker_id: int) -> None:
-        """Start the killed broker again under its id and ports, and wait until it is registered and every live
-        broker's metadata agrees (the lab has no preferred-leader election: it leads nothing until another dies)."""
+        """Start the killed or stopped broker again under its id and ports, and wait until it is registered and
+        every live broker's metadata agrees (the lab has no preferred-leader election: it leads nothing until
+        another dies)."""
         broker = self._broker(broker_id, port=self.brokers[broker_id].port,
                               kafka_port=self.brokers[broker_id].kafka_port)
         self.faults.started(broker, broker=broker_id)
