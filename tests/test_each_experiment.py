@@ -4,7 +4,7 @@ An experiment's whole grid is a `long` test (`pytest -m long`, or `pytest -m <ex
 every design of its own in `test_main_job.py`. Here every other experiment runs one trial of its standard grid,
 the cheapest that takes every step of its scenario (a lag and churn, a cut and heal, a rolling restart, a
 broker killed and started again, a newcomer, an assignor's join and leave, a bounce of consumers and brokers),
-two at a time as the main job runs them; together they also give the coordinator era's static, cooperative and
+three at a time as the main job runs them; together they also give the coordinator era's static, cooperative and
 static-cooperative designs a real trial each. What a single trial cannot judge (a finding compares designs or
 lags) is judged on the stored tour run (`test_stored_tour_run.py`) and the published report (`test_main_job.py`).
 """
@@ -39,9 +39,21 @@ def _spec(experiment: str, trial):
 
 
 @pytest.fixture(scope="module")
+def spark():
+    """This module's Spark session: three task slots, so that three trials run at once, as the main job runs them
+    (most of a trial's time is spent waiting for a group to converge or a fault to be held)."""
+    from lab_cluster.spark import cached_datasets, local_session, stop_session
+
+    yield local_session("local[3]")
+    left = cached_datasets()
+    stop_session()
+    assert not left, f"the module left data cached in its Spark session: {left}"
+
+
+@pytest.fixture(scope="module")
 def each_run(spark, tmp_path_factory):
     specs = [_spec(e, t) for e, t in SMOKE.items()]
-    return run_experiment(spark, tmp_path_factory.mktemp("each-experiment"), specs, trials_per_machine=2)
+    return run_experiment(spark, tmp_path_factory.mktemp("each-experiment"), specs, trials_per_machine=3)
 
 
 def test_every_experiment_but_the_herd_has_a_trial_here():
