@@ -337,10 +337,10 @@ def fields_checked(api: str, handler: Callable, where: str) -> Callable:
 
 
 class Shape:
-    """What a request's field must hold, checked before a handler reads it (`check_fields`): the lab's JSON has
-    no schema of its own, so this is what Kafka's generated request classes do when they parse a request. A
-    shape is a Python type (`str`, `int` (a bool is not one), `bool`, `dict`, `list`, `object`: anything), or
-    one of the shapes below."""
+    """What a request's field must hold, checked before a handler reads it (`Fields.require`, `shape_checked`):
+    the lab's JSON has no schema of its own, so this is what Kafka's generated request classes do when they
+    parse a request. A shape is a Python type (`str`, `int` (a bool is not one), `bool`, `dict`, `list`,
+    `object`: anything), or one of the shapes below."""
 
     def check(self, value, where: str) -> str | None:
         raise NotImplementedError
@@ -420,14 +420,18 @@ class Fields(Shape):
                 return why
         return None
 
+    def require(self, api: str, request: dict) -> None:
+        """Raise INVALID_REQUEST naming the first field of `api`'s `request` that does not have its shape."""
+        why = self.check(request, "")
+        if why:
+            raise WireError(ErrorCode.INVALID_REQUEST, f"{api}: {why}")
+
 
 def shape_checked(api: str, handler: Callable, shape: Fields) -> Callable:
     """`handler`, called only for a request whose fields have `shape`; any other is answered INVALID_REQUEST
     naming the first field that does not (the connection stays open), before the handler changes anything."""
     def handle(request, *rest):
-        why = shape.check(request, "")
-        if why:
-            raise WireError(ErrorCode.INVALID_REQUEST, f"{api}: {why}")
+        shape.require(api, request)
         return handler(request, *rest)
     return handle
 

@@ -131,17 +131,11 @@ class CoordinatorService:
                            error=result.get("error", "NONE"), client=request.get("client_id"))
         return result
 
-    @staticmethod
-    def _checked(api: str, request: dict) -> None:
-        shape = REQUESTS.get(api)
-        why = shape.check(request, "") if shape is not None else None
-        if why:
-            raise WireError(ErrorCode.INVALID_REQUEST, f"{api}: {why}")
-
     def _direct(self, handler, api: str):
         def handle(request: dict) -> dict:
             try:
-                self._checked(api, request)
+                if api in REQUESTS:
+                    REQUESTS[api].require(api, request)
                 result = handler(request)
             except WireError as exc:
                 result = answer(exc.code, exc.message)
@@ -158,7 +152,7 @@ class CoordinatorService:
                 box.append(result)
                 done.set()
             try:
-                self._checked(api, request)
+                REQUESTS[api].require(api, request)
                 handler(request, respond)
             except WireError as exc:
                 respond(answer(exc.code, exc.message))
@@ -169,7 +163,7 @@ class CoordinatorService:
 
     def _describe(self, request: dict) -> dict:
         """Kafka's DescribeGroups (one group): state, generation, protocol, leader and member ids."""
-        self._checked("DescribeGroups", request)
+        REQUESTS["DescribeGroups"].require("DescribeGroups", request)
         group_id = request.get("group_id")
         with self.coordinator.lock:
             error = self.coordinator.owner_error(group_id)
