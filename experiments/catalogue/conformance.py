@@ -76,8 +76,7 @@ from experiments.catalogue import broker_churn
 from experiments.engine.experiment import Experiment
 from experiments.engine.families import FAMILIES, settings_of, with_references
 from experiments.engine.finding import Finding, of_designs_run
-from experiments.engine.steps import STEPS
-from experiments.engine.trial import TrialSpec
+from experiments.engine.trial import TrialSpec, params_for
 
 NAME = "conformance"
 QUESTION = ("Kafka judges a consumer group with a fixed set of system tests (broker and consumer bounces, "
@@ -143,9 +142,8 @@ def _spec(design: str, scenario: str, n: int, partitions: int, rate: float, seed
         steps = ("restart",) * (n - 1) + (BROKER_BOUNCE if brokers_bounced(design) else ())
     else:
         steps = ("crash",) + (BROKER_FAILURE if brokers_steppable(design) else ())
-    params = {k: v for k, v in PARAMS.items() if any(k in STEPS[s].params for s in steps)}  # those its steps take
-    if design in broker_churn.HOLD_S and "hold_s" in params:  # learning of new leaders on a period: watched longer
-        params["hold_s"] = broker_churn.HOLD_S[design]
+    # a design that learns of new leaders on a period is watched longer after a broker goes
+    params = params_for(steps, {**PARAMS, "hold_s": broker_churn.HOLD_S.get(design, PARAMS["hold_s"])})
     return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=steps, layout="spread",
                      variant=scenario, params=params, overrides=OVERRIDES.get(settings_of(design), ()),
                      converge_limit_s=120.0)

@@ -57,9 +57,7 @@ from experiments.catalogue import broker_churn
 from experiments.engine.experiment import Experiment
 from experiments.engine.families import FAMILIES
 from experiments.engine.finding import Finding
-from experiments.engine.steps import STEPS
-from experiments.engine.trial import PARAMS as DEFAULTS
-from experiments.engine.trial import TrialSpec
+from experiments.engine.trial import TrialSpec, params_for
 
 NAME = "soak"
 QUESTION = ("Under a long random mix of every fault the lab has (pauses, cuts, restarts, churn, broker crashes "
@@ -135,10 +133,10 @@ def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumer
 
 def _spec(design: str, n: int, partitions: int, rate: float, seed: int, length: int) -> TrialSpec:
     steps = nemesis(seed, length, design, n)
-    params = {**PARAMS, "hold_s": broker_churn.HOLD_S.get(design, PARAMS["hold_s"]), "zk_stop_leader": float(seed % 2),
-              "kill_coordinator": float(seed % 2 == 0 and FAMILIES[design].find_coordinator is not None)}
-    taken = {name for s in steps for name in STEPS[s].params} | {"follower_delay_ms"}  # its steps' and the set-up's
-    params = {k: v for k, v in params.items() if k in taken and v != DEFAULTS[k]}  # as a grid row reads back
+    params = params_for(steps, {**PARAMS, "hold_s": broker_churn.HOLD_S.get(design, PARAMS["hold_s"]),
+                                "zk_stop_leader": float(seed % 2),
+                                "kill_coordinator": float(seed % 2 == 0
+                                                          and FAMILIES[design].find_coordinator is not None)})
     return TrialSpec(NAME, design, n, partitions, rate=rate, seed=seed, steps=steps, layout="spread",
                      variant=f"{length}-faults", zk_servers=3, params=params, overrides=OVERRIDES.get(design, ()),
                      broker_overrides=BROKER_OVERRIDES.get(design, ()),

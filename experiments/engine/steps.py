@@ -93,8 +93,6 @@ class Stage(Protocol):
     def churn(self) -> None: ...
     def restart(self, name: str) -> None: ...  # stop it, wait restart_down_s, start it again as it was
     def fault(self, step: str) -> Callable[[], object]: ...  # pause, resume, cut or heal the victim
-    broker_stops: int  # `broker_stop`s done so far: the next stops broker <broker_stops + 1> (a rolling bounce)
-
     def broker_victim(self, step: str) -> int: ...  # the broker `broker_kill` or `broker_stop` takes down
     def broker_down(self) -> int | None: ...  # the broker killed or stopped and not yet restarted
     def kill_broker(self, broker_id: int) -> None: ...  # SIGKILL, then wait for its partitions' new leaders
@@ -124,6 +122,9 @@ class Step:
     own_processes: bool = False
     group_untouched: bool = False  # wait for the group to be whole, not for every member to rebalance
     hold_param: str = "hold_s"  # the parameter `holds` waits (a step held for a time of its own names its own)
+    #: it stops or starts a ZooKeeper server, whose counters the servers' sum then leaves out or starts from zero:
+    #: the cross-check cannot compare them with the clients' across its window
+    moves_zk_counters: bool = False
     then_waits: str = ""  # a parameter: seconds the runner waits after convergence and settle_s, before the next
     params: dict[str, float] = field(default_factory=dict)  # {name: default}
 
@@ -241,9 +242,9 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          group_untouched=True, holds=True, hold_param="return_hold_s", params={"return_hold_s": 0.0}),
     # zk_stop_leader: 1 stops an ensemble's leader, 0 a follower (a single server is stopped either way)
     Step("zk_stop", "stop a ZooKeeper server; zk_down_s before the next step", _zk_stop, group_untouched=True,
-         holds=True, hold_param="zk_down_s", params={"zk_stop_leader": 0.0, "zk_down_s": 2.0}),
+         holds=True, hold_param="zk_down_s", moves_zk_counters=True, params={"zk_stop_leader": 0.0, "zk_down_s": 2.0}),
     Step("zk_start", "start the stopped ZooKeeper server again, with its id, ports and data", _zk_start,
-         group_untouched=True),
+         group_untouched=True, moves_zk_counters=True),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link
@@ -254,9 +255,9 @@ FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items()
 #: the steps that harm the cluster under the group, no member: a broker's or a ZooKeeper server's going and return
 CLUSTER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.group_untouched)
 
-#: the steps across which ZooKeeper's own counters cannot be compared with the clients' (the stopped server is
-#: left out of the sum, the started one counts from zero): the cross-check leaves their windows alone
-ZK_SERVER_STEPS: frozenset[str] = frozenset({"zk_stop", "zk_start"})
+#: the steps across which ZooKeeper's own counters cannot be compared with the clients' (`moves_zk_counters`):
+#: the cross-check leaves their windows alone
+ZK_SERVER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.moves_zk_counters)
 
 #: the steps that need the victim in a process of its own
 VICTIM_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.needs_victim)

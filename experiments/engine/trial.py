@@ -100,6 +100,14 @@ SETUP_PARAMS: dict[str, float] = {"follower_delay_ms": 0, "broker_delay_ms": 0}
 PARAMS: dict[str, float] = {**SETUP_PARAMS, **{k: v for step in STEPS.values() for k, v in step.params.items()}}
 
 
+def params_for(steps: tuple[str, ...], wanted: dict[str, float]) -> dict[str, float]:
+    """Those of `wanted` a trial of `steps` takes (the set-up's, and its steps' own), where they differ from the
+    default: an experiment states its knobs once for every scenario it draws or lays out, and each trial gets its
+    own (a trial refuses a parameter none of its steps takes; a default is left out, as a grid row reads back)."""
+    taken = set(SETUP_PARAMS) | {name for step in steps for name in STEPS[step].params}
+    return {k: v for k, v in wanted.items() if k in taken and v != PARAMS[k]}
+
+
 def host_ready_timeout_s(count: int) -> float:
     """How long a host of `count` consumers may take to say READY.
 
