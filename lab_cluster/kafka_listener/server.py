@@ -17,7 +17,11 @@ processor closes the connection): a client only sends what ApiVersions
 advertised, so anything else means the byte stream cannot be trusted. A frame
 that does not decode, or is larger than `socket.request.max.bytes` (Kafka's
 default, 100 MiB), is handled the same way. The broker keeps serving every
-other connection.
+other connection. A null where the request's schema allows none is
+malformed, as Kafka's parser has it (`messages.Served.decode`). A departure:
+a string that is not valid UTF-8 is malformed here too (kafka-python's
+decoder refuses it), where Kafka reads it with U+FFFD in place of each bad
+byte (`Readable.readString`: `new String(bytes, UTF_8)`) and answers.
 
 Every request is recorded in the broker's trace as a `kafka_request` event
 (api, version, client, correlation id, the first error its answer carries);
