@@ -57,6 +57,13 @@ def test_a_section_links_its_body_to_its_appendix():
     assert s.appendix_section().startswith("## Herd: set-up and every result")
 
 
+def test_a_sections_mechanism_opens_its_appendix_and_its_body_keeps_the_short_answer():
+    s = Section("Herd", "Q?", "- ✅ a", "", "| t |", "Short.", "**Reproduce:** `x`.", "Set-up.", why="Step by step.")
+    assert "**What to take from it.** Short." in s.body() and "Step by step" not in s.body()
+    assert "Why, step by step; the set-up" in s.body()
+    assert s.appendix_section() == "## Herd: set-up and every result\n\n**Why, in detail.** Step by step.\n\nSet-up."
+
+
 def test_no_tracked_report_text_cites_a_path_outside_the_repository():
     text = REPORT.read_text()
     outside = ("/".join(["..", "shared"]), "DESIGN" + ".md")  # the design notes the lab began from, not shipped

@@ -54,6 +54,15 @@ def verdict_cell(holds, figure: str, why: str) -> str:
     return f"{'✅' if holds else '❌'} {figure}"
 
 
+def _failure_lines(failures: pd.DataFrame) -> list[str]:
+    """A line per design and cause: the checks it fails for that cause, with their figures, then the cause."""
+    causes: dict[tuple[str, str], list[str]] = {}
+    for r in failures.itertuples():
+        why = WHY.get((r.design, r.check), "not yet traced to its cause in the design's code.")
+        causes.setdefault((r.design, why), []).append(f"{SHORT[r.check]} ({r.figure})")
+    return [f"- **{FAMILIES[design].label}**, {'; '.join(checks)}: {why}" for (design, why), checks in causes.items()]
+
+
 def conformance_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     v = conformance.verdicts(summary)
     designs = list(dict.fromkeys(v.design))
@@ -63,9 +72,7 @@ def conformance_section(summary: pd.DataFrame, run: StoredRun) -> Section:
         rows.append([f"`{design}`",
                      *(verdict_cell(d.loc[c].holds, d.loc[c].figure, d.loc[c].why) for c, _, _ in conformance.CHECKS)])
     failures = v[v.holds == False]  # noqa: E712 - holds is an object column (True, False, None)
-    lines = [f"- **{FAMILIES[r.design].label}, {SHORT[r.check]}** ({r.figure}): "
-             + WHY.get((r.design, r.check), "not yet traced to its cause in the design's code.")
-             for r in failures.itertuples()]
+    lines = _failure_lines(failures)
     checks = table(["check", "Kafka's test", "what it asserts"],
                    [(f"`{c}`", f"`{t}`", what) for c, t, what in conformance.CHECKS])
     setup = [("designs", ", ".join(designs)),

@@ -122,39 +122,8 @@ restarting."""
     return Section("Split brain", split_brain.QUESTION, findings_list(split_brain.findings(summary)),
                    f"![split brain: views, conflicts and failures against the follower's delay]"
                    f"({figure.relative_to(root).as_posix()})\n\n{zero_panels}",
-                   _split_short(ok), """Nobody coordinates a ZooKeeper-era rebalance:
-each consumer reacts to its own watch, reads the membership from its own
-server (`legacy_zk/view.py: read_view`) and computes the range split
-alone (`legacy_zk/partition_assignor.py`), so during a burst of changes the assignments in
-effect at one moment come from different memberships (views in a round above
-1 at every delay): each consumer claims the partitions *its* view gives it,
-while the previous owners, working from another view, still hold them. A
-lagging follower makes that worse. A follower's copy of the tree is as old as
-its quorum link is slow, its watches fire when *it* applies a change, and every
-write a consumer sends through it is answered only after the commit has come
-back over the slow link. The consumers on the lagging follower learn of each
-change late, and then commit offsets and delete their owner znodes
-(`legacy_zk/ownership.py: release_all`) one slow write at a time, and a
-consumer that meets a conflict has first claimed every other partition of its
-share, and undoes them one slow write at a time too (0.8's
-`reflectPartitionOwnershipDecision`), so the others' claims are refused
-(`owner_conflicts`, one per refused partition), back off
-`rebalance.backoff.ms` and retry, and may give up after
-`rebalance.max.retries` (`rebalance_failures`: 0.8's
-`ConsumerRebalanceFailedException`, which leaves the share unconsumed);
-convergence stretches with the lag. Stale reads (a view older than one
-another consumer had already read) are possible too, but in this scenario the
-lagging consumers' own writes come first, and by the time they read, their
-server has caught up: `stale_views` counts them, and the table shows how often
-it happened. Kafka 0.8 sized its back-off to the follower lag:
-`rebalance.backoff.ms` defaults to `zookeeper.sync.time.ms` ("how far a ZK
-follower can be behind a ZK leader"), its only use in 0.8.2.2's consumer, and
-users were told to raise retries and back-off to outlast the lag. In the coordinator era nothing of this
-depends on ZooKeeper: the coordinator holds the membership in memory, and only
-the leader computes, from the list it was given for that generation
-(`modern_coord/consumer.py: _assign_as_leader`), so each generation has exactly
-one view at any lag, and the churn costs the same.""", reproduce_line("split_brain", env), appendix,
-                   "experiments/catalogue/split_brain.py: findings")
+                   _split_short(ok), SPLIT_TAKEAWAY, reproduce_line("split_brain", env), appendix,
+                   "experiments/catalogue/split_brain.py: findings", SPLIT_WHY)
 
 
 #: the body's short table: each design's churn at its largest lag
@@ -290,38 +259,8 @@ non-holder is accepted; the rolled-back batch is processed again
     return Section("Zombie", zombie.QUESTION, findings_list(zombie.findings(summary)),
                    f"![zombie: double processing, duplicates, accepted and fenced commits]"
                    f"({figure.relative_to(root).as_posix()})\n\n{zero_panels}",
-                   short, """A ZooKeeper-era consumer learns that the group gave
-up on it only when it hears from ZooKeeper again; until then nothing stops its
-fetchers (`legacy_zk/consumer.py`, session handling: a lost connection changes
-nothing), so it processes partitions the group has given to someone else, and
-its offsets go to ZooKeeper as plain writes that nothing refuses
-(`legacy_zk/offsets.py: commit_offset`). When it hears again, its session has
-expired: 0.8's `handleNewSession` empties its registry, so its rejoin commits
-and releases nothing. What it does write depends on how it was gone. *Cut
-off* while running, it keeps processing for the whole cut, and the auto-commit
-it was making when the link went down waits in zkclient's `retryUntilConnected`
-and then writes the positions it took before the outage, on its new session,
-after the new owner's commits: the committed offset moves backwards (the next
-owner after a rebalance re-processes what was already done). *Paused*, it
-wakes, processes for the fraction of a second its first contact with ZooKeeper
-takes, and its fixed-rate auto-commit runs the ticks it missed at once, with
-the positions it had at the pause (`legacy_zk/consumer.py: _auto_commit_loop`):
-a zombie commit only if it had processed anything since its last commit
-before the pause, and then one behind what the new owner committed meanwhile,
-so the committed offset moves backwards here too; a pause that falls just
-after a tick leaves nothing to commit. The
-finding claims what the faithful model guarantees: the zombie processes
-what another owns, and nothing refuses its commits. In the
-coordinator era every OffsetCommit carries the member id and generation, and
-the coordinator refuses a stale one with ILLEGAL_GENERATION or
-UNKNOWN_MEMBER_ID (`modern_coord/coordinator/`), so the zombie's commits are
-fenced and the committed offsets only move forward; the zombie then rejoins as
-a new member. Fencing buys refused commits, not stopped processing: Kafka's consumers never wait on their
-coordinator to fetch (the auto-commit does not wait for its answer, `modern_coord/auto_commit.py`), so one cut
-off from it goes on processing what another now owns until it hears it was fenced, as the ZooKeeper-era
-zombie does. Duplicates remain in both eras; Kafka's answer is idempotent processing
-and transactions.""", reproduce_line("zombie", env), appendix,
-                   "experiments/catalogue/zombie.py: findings")
+                   short, ZOMBIE_TAKEAWAY, reproduce_line("zombie", env), appendix,
+                   "experiments/catalogue/zombie.py: findings", ZOMBIE_WHY)
 
 
 def _zombie_figure(ok: pd.DataFrame, path: Path) -> tuple[Path, str]:
@@ -366,3 +305,90 @@ def _timeline(timelines, panels: list[tuple[str, str]], path: Path, root: Path) 
             "one partition); red lines are the faults, grey dashed lines the scenario's changes, green dotted "
             "lines the moments the runner saw the group converged; ticks at the bottom are consumers' new "
             "assignments, red crosses expired sessions and fenced commits.*")
+
+
+# What to take from each section (its body), and why, step by step (its appendix's first paragraph)
+
+SPLIT_TAKEAWAY = """Nobody coordinates a ZooKeeper-era rebalance: each
+consumer reacts to its own watch, reads the membership from its own server and
+computes its share alone, so in a burst of changes the assignments in effect
+come from different memberships, and claims collide. A lagging follower makes
+it worse: its consumers learn late and release late, the others' claims are
+refused, back off and retry, and convergence stretches with the lag. In the
+coordinator era the coordinator holds the membership and only the leader
+computes, from one member list per generation: one view at any lag."""
+
+SPLIT_WHY = """Nobody coordinates a ZooKeeper-era rebalance:
+each consumer reacts to its own watch, reads the membership from its own
+server (`legacy_zk/view.py: read_view`) and computes the range split
+alone (`legacy_zk/partition_assignor.py`), so during a burst of changes the assignments in
+effect at one moment come from different memberships (views in a round above
+1 at every delay): each consumer claims the partitions *its* view gives it,
+while the previous owners, working from another view, still hold them. A
+lagging follower makes that worse. A follower's copy of the tree is as old as
+its quorum link is slow, its watches fire when *it* applies a change, and every
+write a consumer sends through it is answered only after the commit has come
+back over the slow link. The consumers on the lagging follower learn of each
+change late, and then commit offsets and delete their owner znodes
+(`legacy_zk/ownership.py: release_all`) one slow write at a time, and a
+consumer that meets a conflict has first claimed every other partition of its
+share, and undoes them one slow write at a time too (0.8's
+`reflectPartitionOwnershipDecision`), so the others' claims are refused
+(`owner_conflicts`, one per refused partition), back off
+`rebalance.backoff.ms` and retry, and may give up after
+`rebalance.max.retries` (`rebalance_failures`: 0.8's
+`ConsumerRebalanceFailedException`, which leaves the share unconsumed);
+convergence stretches with the lag. Stale reads (a view older than one
+another consumer had already read) are possible too, but in this scenario the
+lagging consumers' own writes come first, and by the time they read, their
+server has caught up: `stale_views` counts them, and the table shows how often
+it happened. Kafka 0.8 sized its back-off to the follower lag:
+`rebalance.backoff.ms` defaults to `zookeeper.sync.time.ms` ("how far a ZK
+follower can be behind a ZK leader"), its only use in 0.8.2.2's consumer, and
+users were told to raise retries and back-off to outlast the lag. In the coordinator era nothing of this
+depends on ZooKeeper: the coordinator holds the membership in memory, and only
+the leader computes, from the list it was given for that generation
+(`modern_coord/consumer.py: _assign_as_leader`), so each generation has exactly
+one view at any lag, and the churn costs the same."""
+
+ZOMBIE_TAKEAWAY = """A ZooKeeper-era consumer learns that the group gave
+up on it only when it hears from ZooKeeper again: until then it processes
+partitions another now owns, and its offsets go to ZooKeeper as plain writes
+that nothing refuses, so a committed offset can move backwards. In the
+coordinator era every commit carries the member id and generation, and the
+coordinator refuses a stale one: commits are fenced and offsets only move
+forward. Fencing stops commits, not processing: cut off from its coordinator, a
+zombie processes until it hears it was fenced, and duplicates remain in both
+eras."""
+
+ZOMBIE_WHY = """A ZooKeeper-era consumer learns that the group gave
+up on it only when it hears from ZooKeeper again; until then nothing stops its
+fetchers (`legacy_zk/consumer.py`, session handling: a lost connection changes
+nothing), so it processes partitions the group has given to someone else, and
+its offsets go to ZooKeeper as plain writes that nothing refuses
+(`legacy_zk/offsets.py: commit_offset`). When it hears again, its session has
+expired: 0.8's `handleNewSession` empties its registry, so its rejoin commits
+and releases nothing. What it does write depends on how it was gone. *Cut
+off* while running, it keeps processing for the whole cut, and the auto-commit
+it was making when the link went down waits in zkclient's `retryUntilConnected`
+and then writes the positions it took before the outage, on its new session,
+after the new owner's commits: the committed offset moves backwards (the next
+owner after a rebalance re-processes what was already done). *Paused*, it
+wakes, processes for the fraction of a second its first contact with ZooKeeper
+takes, and its fixed-rate auto-commit runs the ticks it missed at once, with
+the positions it had at the pause (`legacy_zk/consumer.py: _auto_commit_loop`):
+a zombie commit only if it had processed anything since its last commit
+before the pause, and then one behind what the new owner committed meanwhile,
+so the committed offset moves backwards here too; a pause that falls just
+after a tick leaves nothing to commit. The
+finding claims what the faithful model guarantees: the zombie processes
+what another owns, and nothing refuses its commits. In the
+coordinator era every OffsetCommit carries the member id and generation, and
+the coordinator refuses a stale one with ILLEGAL_GENERATION or
+UNKNOWN_MEMBER_ID (`modern_coord/coordinator/`), so the zombie's commits are
+fenced and the committed offsets only move forward; the zombie then rejoins as
+a new member. Fencing buys refused commits, not stopped processing: Kafka's consumers never wait on their
+coordinator to fetch (the auto-commit does not wait for its answer, `modern_coord/auto_commit.py`), so one cut
+off from it goes on processing what another now owns until it hears it was fenced, as the ZooKeeper-era
+zombie does. Duplicates remain in both eras; Kafka's answer is idempotent processing
+and transactions."""

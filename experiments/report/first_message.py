@@ -47,7 +47,15 @@ def first_message_section(summary: pd.DataFrame, run: StoredRun) -> Section:
     short = f"""**Results** (per design and N, over the seeds):
 
 {table([label for _, label in TABLE], rows.itertuples(index=False))}"""
-    takeaway = """A newcomer's first message waits for the
+    takeaway = """A newcomer's first message waits for the rebalance its
+arrival starts. The coordinator era paces it by the heartbeat, by design: every
+member revokes before anyone is assigned. A RocketMQ newcomer waits for nobody
+and is first, bought with queues that have two owners for a moment. In the
+ZooKeeper era the newcomer's claims are refused until the others release, and
+each refusal backs off. A TubeMQ client-balance node takes only its own hash
+share, which nobody else holds; TubeMQ's older server balance makes it wait
+tens of seconds for the master's hand-over: the price client balance removed."""
+    why = """A newcomer's first message waits for the
 rebalance its arrival starts, and each design starts it differently. In the
 coordinator era the coordinator cannot answer the newcomer's JoinGroup until
 every member has rejoined, and members learn of the rebalance only from the
@@ -80,7 +88,7 @@ of seconds: the price client balance was built to remove."""
     return Section("First message", first_message.QUESTION, findings_list(first_message.findings(summary)),
                    f"![first message: a newcomer's wait per design]({figure.relative_to(root).as_posix()})",
                    short, takeaway, reproduce_line('first_message', env), appendix,
-                   "experiments/catalogue/first_message.py: findings")
+                   "experiments/catalogue/first_message.py: findings", why)
 
 
 def _figure(ok: pd.DataFrame, path: Path) -> Path:

@@ -101,7 +101,14 @@ are its periodic heartbeats and metadata checks during the watch, not a
 reaction to the change. The hash split is also uneven (one key's hash
 decides, not a count): as N nears P some nodes get several partitions and
 others none, so a departing node may hold nothing ("the leaver held")."""
-    takeaway = """In the ZooKeeper era nobody coordinates: every
+    takeaway = """In the ZooKeeper era nobody coordinates: one change
+wakes every consumer's watch, and each runs the whole rebalance alone, reading
+every member's registration (N reads each, N² in all) and colliding with the
+others on the owner znodes; the cost of one change is paid N times over. In the
+coordinator era the consumers never talk to ZooKeeper: the coordinator tells
+them at their next heartbeat, each sends a fixed handful of requests, and the
+leader alone computes. The price is latency (the heartbeat's pace), not load."""
+    why = """In the ZooKeeper era nobody coordinates: every
 consumer keeps its own watch on `/consumers/<group>/ids`
 (`legacy_zk/watches.py`, zkclient's listeners), so one change notifies all N
 of them; each re-arms its watch at once (two reads), then runs the whole
@@ -124,7 +131,7 @@ is not always faster at small N."""
     return Section("Herd", herd.QUESTION, findings_list(herd.findings(summary)),
                    f"![herd: cost of one change against N]({figure.relative_to(root).as_posix()})",
                    at_largest_table(summary), takeaway, reproduce_line("herd", env), appendix,
-                   "experiments/catalogue/herd.py: findings")
+                   "experiments/catalogue/herd.py: findings", why)
 
 
 #: config keys whose values differ in every trial (addresses, generated ids): the report leaves them out

@@ -63,8 +63,9 @@ class Section:
     """One experiment's part of the report: a body that answers its question, and an appendix that backs it.
 
     The body is what a reader reads in order (question, findings, figure, a short table, what to take
-    from it, the command that reproduces it); the appendix holds what a reader checks: the set-up, the
-    consumer configs, every result table, the timelines, the lab's overhead and the other families in detail.
+    from it in a few sentences, the command that reproduces it); the appendix holds what a reader checks: why,
+    in detail (the mechanism step by step, with the code), the set-up, the consumer configs, every result table,
+    the timelines, the lab's overhead and the other families in detail.
     """
 
     title: str  # the experiment's name as the report says it, e.g. "Herd"
@@ -76,6 +77,7 @@ class Section:
     reproduce: str  # `reproduce_line`
     appendix: str  # everything else, under the appendix's heading
     checked_in: str = ""  # where the findings are checked, e.g. "experiments/catalogue/herd.py: findings"
+    why: str = ""  # the takeaway's mechanism step by step, with the code: the appendix's first paragraph
 
     @property
     def appendix_heading(self) -> str:
@@ -96,8 +98,9 @@ class Section:
 
 **What to take from it.** {self.takeaway}
 
-{self.reproduce} The set-up, the configs, every result and the other designs in detail:
-[appendix]({anchor(self.appendix_heading)})."""
+{self.reproduce} {"Why, step by step; the" if self.why else "The"} set-up, the configs, every result and the \
+other designs in detail: [appendix]({anchor(self.appendix_heading)})."""
 
     def appendix_section(self) -> str:
-        return f"## {self.appendix_heading}\n\n{self.appendix}"
+        why = f"**Why, in detail.** {self.why}\n\n" if self.why else ""
+        return f"## {self.appendix_heading}\n\n{why}{self.appendix}"
