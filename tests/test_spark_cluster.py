@@ -4,7 +4,7 @@ to end.
 A master and two workers (one core each) start from the pyspark installation's
 own `spark-class` on loopback (`lab_cluster/spark_standalone.py`); the lab is
 zipped as `docs/use.md` says and `spark-submit` runs a small herd grid (two
-trials) on the cluster. Each trial provisions its own ZooKeeper (embedded:
+trials) on the cluster; with `-m long`, a second grid spreads a group over both workers' executors. Each trial provisions its own ZooKeeper (embedded:
 from the worker's Spark jars) and brokers inside its executor's task.
 """
 
@@ -81,9 +81,13 @@ def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
     assert apps and apps[-1]["state"] == "FINISHED"
 
 
+@pytest.mark.long
 def test_a_trials_group_spreads_over_the_clusters_executors(cluster, tmp_path):
     """`--host-tasks 2`: the group's two hosts run as a barrier stage's tasks, one on each worker's executor,
-    while the trial runs on the driver (`experiments/engine/host_tasks.py`)."""
+    while the trial runs on the driver (`experiments/engine/host_tasks.py`).
+
+    A second spark-submit grid (about 100 s of the default run's budget), so `long`: the default run spreads a
+    group over host tasks on `local[*]` (`tests/test_host_tasks.py`) and submits to this cluster once (above)."""
     out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "classic", "--consumers", "4",
                         "--host-tasks", "2")
     summary = pd.read_csv(out / "summary.csv")
