@@ -4,7 +4,8 @@ to end.
 A master and two workers (one core each) start from the pyspark installation's
 own `spark-class` on loopback (`lab_cluster/spark_standalone.py`); the lab is
 zipped as `docs/use.md` says and `spark-submit` runs a small herd grid (two
-trials) on the cluster; with `-m long`, a second grid spreads a group over both workers' executors. Each trial provisions its own ZooKeeper (embedded:
+trials) on the cluster; with `-m long`, a second grid spreads a group over
+both workers' executors. Each trial provisions its own ZooKeeper (embedded:
 from the worker's Spark jars) and brokers inside its executor's task.
 """
 

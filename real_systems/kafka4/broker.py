@@ -50,12 +50,27 @@ logger.state.level = warn
 """
 
 
+def _random_uuid() -> str:
+    """A cluster id as Kafka's `Uuid.randomUuid()` makes one: a random UUID in URL-safe base64, never one whose
+    text starts with "-" (the storage tool's argument parser would read it as an option: one id in 64 did, and
+    failed a trial), nor the reserved zero and one.
+
+    >>> all(not _random_uuid().startswith("-") for _ in range(1000))
+    True
+    """
+    while True:
+        raw = uuid.uuid4().bytes
+        text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        if not text.startswith("-") and int.from_bytes(raw, "big") > 1:
+            return text
+
+
 def _quorum(trial_dir: str | Path) -> dict:
     """The trial's KRaft quorum: {"cluster_id", "controllers": {node id: port}}, made once per trial."""
     path = Path(trial_dir) / "kafka4" / "quorum.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = _random_uuid()
         ports = free_ports(NODES)
         path.write_text(json.dumps({"cluster_id": cluster_id,
                                     "controllers": {str(i + 1): p for i, p in enumerate(ports)}}))
