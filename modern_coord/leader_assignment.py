@@ -26,7 +26,11 @@ What Kafka checks of an assignor's result, and what the lab does the same way:
   only), its coordinator ignores unknown members and gives a member left out
   an empty assignment, which that member's client cannot read. The lab changes
   nothing either, and records what it found in the `leader_assignment` event
-  (`problems`), so that a trial shows it.
+  (`problems`), so that a trial shows it. One departure: a lab member left out
+  reads the coordinator's empty assignment as no partitions and carries on,
+  where Java's `onJoinComplete` throws ("insufficient bytes") at every poll
+  until its generation is reset (a real client in the group still fails so:
+  the Kafka listener hands it empty bytes).
 - under the cooperative protocol Kafka validates a user's assignor: a partition
   may not go from one owner straight to another
   (`validateCooperativeAssignment`, "Assignor supporting the COOPERATIVE
