@@ -12,7 +12,7 @@
 | `enable.auto.commit` | true | commit positions periodically, and before every rejoin |
 | `auto.commit.interval.ms` | 5000 | ... this often |
 | `auto.offset.reset` | latest | where to start with no committed offset: `earliest` or `latest` |
-| `partition.assignment.strategy` | range | assignors it supports, most preferred first (`range,sticky`) |
+| `partition.assignment.strategy` | range | assignors, most preferred first (`range,sticky`; yours: `pkg.mod:Class`) |
 | `retry.backoff.ms` | 100 | pause before retrying a failed request (coordinator lookup, heartbeat) |
 | `request.timeout.ms` | 30000 | how long to wait for an answer (JoinGroup: rebalance timeout + 5 s, as Kafka) |
 | `fetch.max.wait.ms` | 500 | how long one Fetch may wait for data |
@@ -36,6 +36,13 @@ first preference of every member. The lab's default is `range` alone (Kafka
 2.x's), which behaves the same and keeps older runs' JoinGroups comparable.
 The Java client refuses a heartbeat interval not lower than the session
 timeout; so does the lab.
+
+Your own assignor is named in the list as `package.module:Class`
+(`lab_cluster/assignment/plugins.py`): each consumer makes an instance and
+hands it its config, as Kafka's consumer does for a `Configurable` assignor.
+The keys the class lists in `config_keys` are accepted for it here (Kafka's
+consumer accepts any key and passes it on; the lab, which refuses unknown keys,
+takes only the ones an assignor it was given asks for).
 
 Under `group.protocol=consumer` (KIP-848) the coordinator owns the session
 and the heartbeat: it times a member out after its own
@@ -70,7 +77,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, replace
 
-from lab_cluster.assignment import ASSIGNORS
+from lab_cluster.assignment import ASSIGNORS, Assignor, plugins, rebalance_protocol
+from lab_cluster.errors import LabError
 from lab_cluster.properties import check_all, field_values, parse_addresses, valid_addresses
 
 _client_numbers = itertools.count(1)
@@ -120,6 +128,8 @@ class ConsumerConfig:
     group_instance_id: str | None = None  # None: a dynamic member
     group_protocol: str = "classic"
     group_remote_assignor: str | None = None  # None: the coordinator picks
+    #: the settings the user's assignors asked for (their `config_keys`), as sorted (key, value) pairs
+    assignor_settings: tuple[tuple[str, str], ...] = ()
 
     @staticmethod
     def key_of(field_name: str) -> str:
@@ -130,7 +140,12 @@ class ConsumerConfig:
         # Java's null: the default
         props = {k: v for k, v in props.items() if not (k in ("group.instance.id", "group.remote.assignor")
                                                         and v is None)}
-        config = cls(**field_values(cls, props, cls.key_of, required=("group.id", "bootstrap.servers")))
+        if "assignor.settings" in props:  # a field, not a key: its entries are the assignors' own keys
+            raise LabError("Unknown consumer config key: assignor.settings.", "Give each assignor setting by its key.")
+        wanted = assignor_config_keys(str(props.get("partition.assignment.strategy", "")))
+        settings = tuple(sorted((k, str(props.pop(k))) for k in list(props) if k in wanted))
+        config = cls(**field_values(cls, props, cls.key_of, required=("group.id", "bootstrap.servers")),
+                     assignor_settings=settings)
         config._validate()
         if not config.client_id:
             # Java's maybeOverrideClientId: a static member's default client.id ends with its instance id
@@ -151,6 +166,10 @@ class ConsumerConfig:
     @property
     def strategies(self) -> list[str]:
         return [s.strip() for s in self.partition_assignment_strategy.split(",") if s.strip()]
+
+    def assignors(self) -> list[Assignor]:
+        """This consumer's assignors, most preferred first: a new instance of each user's class, configured."""
+        return plugins.assignors(self.strategies, self.as_record())
 
     @property
     def bootstrap(self) -> list[tuple[str, int]]:
@@ -178,8 +197,9 @@ class ConsumerConfig:
             (self.max_poll_interval_ms > 0, "max.poll.interval.ms must be > 0"),
             (self.auto_commit_interval_ms > 0, "auto.commit.interval.ms must be > 0"),
             (self.auto_offset_reset in ("earliest", "latest"), "auto.offset.reset must be earliest or latest"),
-            (bool(self.strategies) and all(s in ASSIGNORS for s in self.strategies),
-             f"partition.assignment.strategy must list assignors among {sorted(ASSIGNORS)}"),
+            (bool(self.strategies) and all(s in ASSIGNORS or plugins.is_plugin(s) for s in self.strategies),
+             f"partition.assignment.strategy must list assignors among {sorted(ASSIGNORS)}, or your own as "
+             "package.module:Class"),
             (self.retry_backoff_ms >= 0, "retry.backoff.ms must be >= 0"),
             (self.request_timeout_ms > 0, "request.timeout.ms must be > 0"),
             (self.fetch_max_wait_ms >= 0, "fetch.max.wait.ms must be >= 0"),
@@ -197,7 +217,29 @@ class ConsumerConfig:
                        f"group.instance.id={self.group_instance_id!r}: {instance_problem} (a static member's id: "
                        "ASCII letters, digits, '.', '_' and '-', at most 249; unset for a dynamic member)"))
         check_all(checks)
+        if not self.uses_consumer_protocol:  # the user's classes: loaded, made and configured, or a clear error
+            chosen = self.assignors()
+            try:
+                rebalance_protocol(chosen)
+            except ValueError:  # Kafka: "Specified assignors ... do not have commonly supported rebalance protocol"
+                raise LabError(f"Invalid consumer config: the assignors {', '.join(a.name for a in chosen)} have no "
+                               "rebalance protocol in common (eager, cooperative).",
+                               "List assignors that all support eager, or all cooperative.") from None
 
     def as_record(self) -> dict:
-        """Kafka-named keys and values, for traces and reports."""
-        return {self.key_of(k): v for k, v in asdict(self).items()}
+        """Kafka-named keys and values, for traces and reports (an assignor's settings under their own keys)."""
+        record = {self.key_of(k): v for k, v in asdict(self).items() if k != "assignor_settings"}
+        return {**record, **dict(self.assignor_settings)}
+
+
+def assignor_config_keys(strategy: str) -> set[str]:
+    """The settings the user's assignors named in `strategy` read (each class's `config_keys`); a class that
+    cannot be loaded asks for none here, and the config's validation says why it cannot."""
+    keys: set[str] = set()
+    for entry in (e.strip() for e in strategy.split(",")):
+        if plugins.is_plugin(entry):
+            try:
+                keys |= set(getattr(plugins.load_class(entry), "config_keys", ()))
+            except LabError:
+                pass
+    return keys

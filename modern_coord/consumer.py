@@ -45,7 +45,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from lab_cluster.assignment import ASSIGNORS, Subscription
 from lab_cluster.clock import monotonic_ms
 from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
@@ -57,21 +56,8 @@ from .coordinator_link import ConsumerFailed
 from .error_policy import ErrorAction, commit_retriable, error_action
 from .fetcher import Fetcher
 from .group_member import GroupMember
+from .leader_assignment import AssignorFailed, encode_user_data, leader_subscriptions, problems, run_assignor
 from .member import NO_GENERATION, ClassicMemberState, Generation, RebalanceListener, TopicPartition
-
-
-def leader_subscriptions(members: list[dict]) -> dict[str, Subscription]:
-    """The assignor's input, from the member list of the leader's JoinGroup answer.
-
-    Each member's `group.instance.id` goes with its subscription: the assignors
-    order static members by it (`lab_cluster/assignment/base.py`), so that a
-    restarted static member, back under a new member id, keeps its place.
-    """
-    return {m["member_id"]: Subscription(m["metadata"]["topics"],
-                                         [tuple(tp) for tp in m["metadata"].get("owned", [])],
-                                         m["metadata"].get("generation", -1),
-                                         m.get("group_instance_id"))
-            for m in members}
 
 
 class ModernConsumer(GroupMember):
@@ -185,11 +171,16 @@ class ModernConsumer(GroupMember):
         nothing, having revoked everything, except for `sticky`, whose user data carries the partitions of the
         last generation it synced (Java's `StickyAssignor.subscriptionUserData`)."""
         if self.protocol == "eager" and strategy == "sticky":
-            return {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
-                    "generation": self._last_owned_generation}
-        with self._lock:
-            return {"topics": self.topics, "owned": [list(tp) for tp in self._assignment],
-                    "generation": self.generation.generation_id}
+            metadata = {"topics": self.topics, "owned": [list(tp) for tp in self._last_owned],
+                        "generation": self._last_owned_generation}
+        else:
+            with self._lock:
+                metadata = {"topics": self.topics, "owned": [list(tp) for tp in self._assignment],
+                            "generation": self.generation.generation_id}
+        user_data = self.assignors[strategy].subscription_user_data(list(self.topics))  # a user's assignor's
+        if user_data is not None:
+            metadata["user_data"] = encode_user_data(user_data)
+        return metadata
 
     def _assign_as_leader(self, protocol: str, members: list[dict]) -> list[dict]:
         subscriptions = leader_subscriptions(members)
@@ -197,12 +188,26 @@ class ModernConsumer(GroupMember):
         if not all(t in self.fetcher.partition_counts for t in topics):
             self.fetcher.refresh_metadata()
         counts = {t: n for t, n in self.fetcher.partition_counts.items() if t in topics}
-        result = ASSIGNORS[protocol].assign(counts, subscriptions)
+        assignor = self.assignors.get(protocol)
+        try:
+            if assignor is None:  # Java: "Coordinator selected invalid assignment protocol"
+                raise AssignorFailed(f"IllegalStateException: the coordinator chose {protocol!r}, not one of "
+                                     f"this member's assignors ({', '.join(self.assignors)})")
+            result = run_assignor(assignor, counts, subscriptions, self.protocol)
+        except AssignorFailed as e:
+            self.trace.record("assignor_failed", member=self.member_id, generation=self.generation.generation_id,
+                              protocol=protocol, error=str(e))
+            raise
+        shares = {m: a.partitions for m, a in result.items()}
         self.trace.record("leader_assignment", member=self.member_id, generation=self.generation.generation_id,
-                          protocol=protocol, assignment={m: [list(tp) for tp in tps] for m, tps in result.items()})
-        return [{"member_id": m, "assignment": {"partitions": [list(tp) for tp in tps]}} for m, tps in result.items()]
+                          protocol=protocol, assignment={m: [list(tp) for tp in tps] for m, tps in shares.items()},
+                          problems=problems(counts, subscriptions, shares))
+        return [{"member_id": m, "assignment": {"partitions": [list(tp) for tp in a.partitions],
+                                                **({"user_data": encode_user_data(a.user_data)}
+                                                   if a.user_data is not None else {})}}
+                for m, a in result.items()]
 
-    def _on_join_complete(self, partitions: list[TopicPartition]) -> None:
+    def _on_join_complete(self, partitions: list[TopicPartition], user_data: bytes | None = None) -> None:
         """Java's `onJoinComplete`: the new assignment. Cooperative: revoke owned-minus-assigned first, then rejoin,
         so that the partitions withheld from their new owners go out in the next round (under eager it owns
         nothing now: it revoked everything before joining)."""
@@ -218,6 +223,13 @@ class ModernConsumer(GroupMember):
             self._positions = {tp: o for tp, o in self._positions.items() if tp in partitions}
             self._positions_retry_ms = 0
             self._last_owned, self._last_owned_generation = list(self._assignment), self.generation.generation_id
+        assignor = self.assignors.get(self.generation.protocol_name or "")
+        if assignor is not None:  # Java: the chosen assignor's onAssignment, before the listener hears of it
+            try:
+                assignor.on_assignment(list(partitions), user_data)
+            except Exception as e:  # Java collects it and throws it from poll() once the join is complete
+                self.trace.record("assignor_failed", member=self.member_id, generation=self.generation.generation_id,
+                                  protocol=assignor.name, error=f"{type(e).__name__}: {e}", at="on_assignment")
         self.auto_commit.reset(monotonic_ms())  # Java's onJoinComplete: the auto-commit interval starts again
         self.trace.record("assigned", member=self.member_id, generation=self.generation.generation_id,
                           partitions=[list(tp) for tp in self._assignment])

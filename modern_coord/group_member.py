@@ -107,7 +107,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from lab_cluster.assignment import ASSIGNORS, rebalance_protocol
+from lab_cluster.assignment import rebalance_protocol
 from lab_cluster.clock import monotonic_ms
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import ErrorCode, WireClient
@@ -116,6 +116,7 @@ from .config import ConsumerConfig
 from .coordinator_link import SESSION_EXPIRED, ConsumerFailed, CoordinatorLink
 from .error_policy import FENCED, ErrorAction, error_action, rejoins_at_once
 from .heartbeat import Heartbeat
+from .leader_assignment import AssignorFailed, user_data_of
 from .member import NO_GENERATION, ClassicMemberState, Generation, TopicPartition
 
 
@@ -131,8 +132,11 @@ class GroupMember(CoordinatorLink):
         self.member_id = ""           # kept across ILLEGAL_GENERATION, dropped on UNKNOWN_MEMBER_ID
         self.rebalances = 0
         self.error: str | None = None  # a fatal error that stopped the member
+        #: its assignors by the protocol name they vote under, most preferred first: the built-in ones and the
+        #: user's own (`lab_cluster/assignment/plugins.py`), each of the latter an instance of this member's
+        self.assignors = {a.name: a for a in config.assignors()}
         #: "eager" or "cooperative": the highest protocol every configured assignor supports (Java's constructor)
-        self.protocol = rebalance_protocol([ASSIGNORS[s] for s in config.strategies])
+        self.protocol = rebalance_protocol(list(self.assignors.values()))
         self._lock = threading.RLock()
         self._lookup_lock = threading.Lock()  # one coordinator lookup at a time (poll loop or heartbeat thread)
         self._rejoin_reason: str | None = "first join"  # set: a rejoin is needed; cleared on SyncGroup success
@@ -162,7 +166,7 @@ class GroupMember(CoordinatorLink):
     def _assign_as_leader(self, protocol: str, members: list[dict]) -> list[dict]:
         raise NotImplementedError  # onLeaderElected
 
-    def _on_join_complete(self, partitions: list[TopicPartition]) -> None:
+    def _on_join_complete(self, partitions: list[TopicPartition], user_data: bytes | None) -> None:
         raise NotImplementedError  # onJoinComplete
 
     def _after_join(self) -> None:
@@ -251,13 +255,16 @@ class GroupMember(CoordinatorLink):
             group_instance_id=self.config.group_instance_id,
             client_id=self.config.client_id, session_timeout_ms=self.config.session_timeout_ms,
             rebalance_timeout_ms=rebalance_ms, protocol_type="consumer",
-            protocols=[{"name": s, "metadata": self._subscription_metadata(s)} for s in self.config.strategies])
+            protocols=[{"name": name, "metadata": self._subscription_metadata(name)} for name in self.assignors])
         outcome = self._handle_join_response(response)
         if outcome != "ok":
             return outcome
         assignments = []
         if response["leader"] == self.member_id:
-            assignments = self._assign_as_leader(response["protocol_name"], response["members"])
+            try:
+                assignments = self._assign_as_leader(response["protocol_name"], response["members"])
+            except AssignorFailed:  # Java: onLeaderElected's failed future; no SyncGroup, poll() throws
+                return "assignor_failed"
         response = self._call_while_fetching("SyncGroup", generation_id=self.generation.generation_id,
                                           member_id=self.member_id, group_instance_id=self.config.group_instance_id,
                                           assignments=assignments)
@@ -311,7 +318,8 @@ class GroupMember(CoordinatorLink):
         if response is None:
             return "coordinator_unavailable"
         error = ErrorCode(response["error_code"])
-        partitions = [(t, p) for t, p in (response.get("assignment") or {}).get("partitions", [])]
+        assignment = response.get("assignment") or {}
+        partitions = [(t, p) for t, p in assignment.get("partitions", [])]
         self.trace.record("sync", member=self.member_id, generation=self.generation.generation_id,
                           error=error.name, partitions=[list(tp) for tp in partitions])
         if error is not ErrorCode.NONE:
@@ -320,7 +328,7 @@ class GroupMember(CoordinatorLink):
             self._rejoin_reason = None  # Java: rejoinNeeded = false, on SyncGroup success only
         # (no heartbeat timer reset here: Java resets them when JoinGroup succeeds, not SyncGroup)
         self._needs_join_prepare = True
-        self._on_join_complete(partitions)
+        self._on_join_complete(partitions, user_data_of(assignment))
         self._set_state(ClassicMemberState.STABLE)
         return "ok"
 

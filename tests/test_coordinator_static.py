@@ -9,8 +9,8 @@ from test_coordinator_unit import REBALANCE, SESSION, Harness
 
 from lab_cluster.assignment import RangeAssignor, RoundRobinAssignor
 from lab_cluster.events import problems
-from modern_coord.consumer import leader_subscriptions
 from modern_coord.coordinator.group import ClassicGroupState as S
+from modern_coord.leader_assignment import leader_subscriptions
 
 LONG_SESSION = 100_000  # longer than two rebalance timeouts: a silent member outlives the join it misses
 

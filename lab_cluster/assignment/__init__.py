@@ -29,10 +29,14 @@ Three kinds, because the designs differ in *who* computes an assignment:
   `...AveragelyByCircle` (`STRATEGIES`); `tubemq` the modulo of TubeMQ's
   client-balance example, which needs no membership at all.
 
+A user's own assignor of the first kind is a class named in the consumer's
+`partition.assignment.strategy` as `package.module:Class` (`plugins.py`).
+
 Where Java's hash order decides a result, `lab_cluster/java_hash.py` reproduces it.
 """
 
-from .base import Assignor, Subscription, member_order, rebalance_protocol
+from . import plugins
+from .base import Assignment, Assignor, Subscription, member_order, rebalance_protocol
 from .cooperative_sticky import CooperativeStickyAssignor
 from .range import RangeAssignor
 from .roundrobin import RoundRobinAssignor
@@ -48,6 +52,6 @@ ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobi
 #: Kafka's `group.consumer.assignors` default order: `uniform` first, the default
 SERVER_ASSIGNORS: dict[str, ServerAssignor] = {a.name: a for a in (UniformAssignor(), ServerRangeAssignor())}
 
-__all__ = ["ASSIGNORS", "Assignor", "CooperativeStickyAssignor", "MemberSpec", "RangeAssignor", "RoundRobinAssignor",
-           "SERVER_ASSIGNORS", "ServerAssignor", "ServerRangeAssignor", "StickyAssignor", "Subscription",
-           "UniformAssignor", "member_order", "range_split", "rebalance_protocol"]
+__all__ = ["ASSIGNORS", "Assignment", "Assignor", "CooperativeStickyAssignor", "MemberSpec", "RangeAssignor",
+           "RoundRobinAssignor", "SERVER_ASSIGNORS", "ServerAssignor", "ServerRangeAssignor", "StickyAssignor",
+           "Subscription", "UniformAssignor", "member_order", "plugins", "range_split", "rebalance_protocol"]

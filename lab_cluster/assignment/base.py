@@ -32,6 +32,18 @@ class Subscription:
     owned_partitions: list[TopicPartition] = field(default_factory=list)
     generation: int = -1
     group_instance_id: str | None = None
+    #: what the member's own assignor put in its JoinGroup (`Assignor.subscription_user_data`): Kafka's
+    #: `Subscription.userData`, bytes only the assignor reads (a weight, a host, a rack)
+    user_data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One member's share as an assignor may return it, with bytes for the member's own assignor (Kafka's
+    `Assignment(partitions, userData)`); an assignor may also return the bare list of partitions."""
+
+    partitions: list[TopicPartition]
+    user_data: bytes | None = None
 
 
 def member_order(subscriptions: dict[str, Subscription]) -> list[str]:
@@ -64,7 +76,14 @@ def rebalance_protocol(assignors: list[Assignor]) -> str:
 
 
 class Assignor(ABC):
-    """An assignor: a name (voted on in JoinGroup), the rebalance protocols it supports, and `assign`."""
+    """An assignor: a name (voted on in JoinGroup), the rebalance protocols it supports, and `assign`.
+
+    The shape of Kafka's `ConsumerPartitionAssignor`, which a user's assignor implements too
+    (`plugins.py`): `subscription_user_data` (what each member adds to its JoinGroup for this assignor),
+    `assign` (run by the group's leader over every member's `Subscription`, user data included) and
+    `on_assignment` (each member, with its share and the user data the leader gave it). `configure`, when
+    the assignor has it, receives the consumer's config first (Kafka's `Configurable`).
+    """
 
     name: str
     #: Kafka's `supportedProtocols()`: eager alone, unless the assignor withholds partitions still owned by
@@ -75,3 +94,12 @@ class Assignor(ABC):
     def assign(self, partitions_per_topic: dict[str, int],
                subscriptions: dict[str, Subscription]) -> dict[str, list[TopicPartition]]:
         """{member id: partitions}, every member listed (possibly with nothing)."""
+
+    def subscription_user_data(self, topics: list[str]) -> bytes | None:
+        """Kafka's `subscriptionUserData(topics)`: bytes sent with this member's vote for this assignor; none by
+        default."""
+        return None
+
+    def on_assignment(self, partitions: list[TopicPartition], user_data: bytes | None) -> None:  # noqa: B027
+        """Kafka's `onAssignment`: this member's share from the leader's run of this assignor (nothing to do by
+        default: Kafka's default method is empty too)."""

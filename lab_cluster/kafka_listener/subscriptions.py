@@ -7,8 +7,11 @@ each member, relayed as opaque bytes too. Real clients encode both with
 Kafka's `ConsumerProtocol` (`ConsumerProtocolSubscription` v0-3,
 `ConsumerProtocolAssignment` v0-3); the lab's own consumers write JSON:
 
-    subscription  {"topics": ["t"], "owned": [["t", 0]], "generation": 4}
-    assignment    {"partitions": [["t", 0], ["t", 1]]}
+    subscription  {"topics": ["t"], "owned": [["t", 0]], "generation": 4, "user_data": "AAAAAw=="}
+    assignment    {"partitions": [["t", 0], ["t", 1]], "user_data": "..."}
+
+(`user_data`, base64, only where an assignor gave some: Kafka's `userData`
+bytes, `lab_cluster/assignment/user_data.py`.)
 
 One group can hold both kinds of member (a lab consumer, kafka-python and
 librdkafka), so the Kafka listener translates at its edge:
@@ -18,15 +21,19 @@ librdkafka), so the Kafka listener translates at its edge:
   member then gets back exactly the bytes another Kafka member sent, its
   `user_data` included (a sticky assignor's, say);
 - one the lab's consumer wrote is encoded for a Kafka member from the lab's
-  form (subscription v2: topics, owned partitions, generation; assignment v0).
+  form (subscription v2: topics, user data, owned partitions, generation;
+  assignment v0: partitions, user data), so that a Kafka client's assignor
+  reads a lab member's user data as its own kind's, and the other way round.
 
     >>> s = from_kafka_subscription(to_kafka_subscription({"topics": ["t"], "owned": [["t", 1]], "generation": 3}))
     >>> s["topics"], s["owned"], s["generation"]
     (['t'], [['t', 1]], 3)
     >>> from_kafka_assignment(to_kafka_assignment({"partitions": [["t", 0], ["t", 2]]}))["partitions"]
     [['t', 0], ['t', 2]]
+    >>> from_kafka_subscription(to_kafka_subscription({"topics": ["t"], "user_data": "AAAAAw=="}))["user_data"]
+    'AAAAAw=='
 
-Departures: a lab member's subscription carries no user data, and under the
+Departures: under the
 eager `sticky` strategy the lab's consumer puts its last assignment in
 `owned` where Java's StickyAssignor puts it in `user_data`; a Kafka leader
 running `sticky` therefore sees no history for a lab member. Bytes that are
@@ -40,6 +47,8 @@ from __future__ import annotations
 import base64
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+from lab_cluster.assignment.user_data import encode_user_data, user_data_of
 
 SUBSCRIPTION_VERSION = 2  # topics, user data, owned partitions, generation: what the lab's JSON holds
 ASSIGNMENT_VERSION = 0
@@ -56,6 +65,12 @@ def _kept(raw: bytes) -> str:
     return base64.b64encode(bytes(raw)).decode()
 
 
+def _user_data(message) -> dict:
+    """`{"user_data": base64}` for a decoded ConsumerProtocol message that carries user data, else `{}`."""
+    data = getattr(message, "user_data", None)
+    return {} if data is None else {"user_data": encode_user_data(bytes(data))}
+
+
 def from_kafka_subscription(raw: bytes) -> dict:
     """The lab's form of a ConsumerProtocolSubscription, the bytes kept under `kafka_bytes`."""
     try:
@@ -64,7 +79,8 @@ def from_kafka_subscription(raw: bytes) -> dict:
         return {"topics": [], "kafka_bytes": _kept(raw)}
     owned = [[t.topic, p] for t in (sub.owned_partitions or []) for p in t.partitions]
     return {"topics": list(sub.topics or []), "owned": owned,
-            "generation": sub.generation_id if sub.generation_id is not None else -1, "kafka_bytes": _kept(raw)}
+            "generation": sub.generation_id if sub.generation_id is not None else -1, **_user_data(sub),
+            "kafka_bytes": _kept(raw)}
 
 
 def to_kafka_subscription(metadata: dict) -> bytes:
@@ -74,7 +90,7 @@ def to_kafka_subscription(metadata: dict) -> bytes:
     owned = [ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=ps)
              for t, ps in _by_topic(metadata.get("owned") or [])]
     sub = ConsumerProtocolSubscription(version=SUBSCRIPTION_VERSION, topics=list(metadata.get("topics") or []),
-                                       user_data=None, owned_partitions=owned,
+                                       user_data=user_data_of(metadata), owned_partitions=owned,
                                        generation_id=int(metadata.get("generation", -1)))
     return bytes(sub.encode(version=SUBSCRIPTION_VERSION))
 
@@ -88,7 +104,7 @@ def from_kafka_assignment(raw: bytes) -> dict:
     except Exception:
         return {"partitions": [], "kafka_bytes": _kept(raw)}
     partitions = [[t.topic, p] for t in (assignment.assigned_partitions or []) for p in t.partitions]
-    return {"partitions": partitions, "kafka_bytes": _kept(raw)}
+    return {"partitions": partitions, **_user_data(assignment), "kafka_bytes": _kept(raw)}
 
 
 def to_kafka_assignment(assignment: dict | None) -> bytes:
@@ -100,4 +116,4 @@ def to_kafka_assignment(assignment: dict | None) -> bytes:
     partitions = [ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=ps)
                   for t, ps in _by_topic(assignment.get("partitions") or [])]
     return bytes(ConsumerProtocolAssignment(version=ASSIGNMENT_VERSION, assigned_partitions=partitions,
-                                            user_data=None).encode(version=ASSIGNMENT_VERSION))
+                                            user_data=user_data_of(assignment)).encode(version=ASSIGNMENT_VERSION))
