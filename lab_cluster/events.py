@@ -87,6 +87,8 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("heartbeat", ("member", "generation", "error"), "a Heartbeat answer"),
     EventKind("leave", ("member", "error"), "a LeaveGroup answer"),
     EventKind("leader_assignment", ("member", "generation", "assignment"), "the leader's computed assignment"),
+    EventKind("assignor_failed", ("member", "generation", "protocol", "error"),
+              "the group's assignor raised (or returned no assignment): no SyncGroup from the leader, a rejoin"),
     EventKind("generation_reset", ("member", "error"), "member id and generation reset after an error"),
     EventKind("positions_unknown", ("member", "partitions"), "committed offsets could not be fetched yet"),
     EventKind("poll_timeout", ("member",), "`max.poll.interval.ms` passed between two polls"),

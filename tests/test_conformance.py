@@ -42,7 +42,7 @@ def test_the_findings_hold(conformance_run):
     _, _, summary = conformance_run
     checked = by_id(conformance.findings(summary))
     for finding in ("all-checks-judged", "classic-static-passes-static-bounce",
-                    "classic-static-coop-passes-static-bounce", "coordinator-era-passes-broker-bounce"):
+                    "classic-static-coop-passes-static-bounce", "all-coordinator-era-pass-broker-bounce"):
         assert checked[finding].holds, checked[finding]
 
 

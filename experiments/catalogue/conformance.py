@@ -241,7 +241,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                    and brokers_steppable(d)]
     b = v[v.design.isin(coordinated) & (v.check == "broker-bounce-no-rebalance")]
     out.append(Finding(
-        "coordinator-era-passes-broker-bounce",
+        "all-coordinator-era-pass-broker-bounce",
         "Every coordinator-era design passes Kafka's test_broker_rolling_bounce: brokers, the coordinator's "
         "among them, restart one by one and no member rebalances (the coordinator moves with its offsets "
         "partition, and the members find it again)",

@@ -39,7 +39,17 @@ _NO_BARRIER_DUPLICATES = (
     "broker holds, which the old owner last committed at its periodic persist or pull, while the old owner may "
     "still be processing what it had pulled: records processed twice. Kafka's clean-shutdown guarantee rests on "
     "the eager barrier (every member commits and revokes before anyone is assigned), which RocketMQ has not.")
+_COOPERATIVE_AUTOCOMMIT = (
+    "cooperative rebalancing with auto-commit: a member commits before it rejoins (Kafka's `onJoinPrepare`), keeps "
+    "processing while the round is in flight, and then revokes what moves without committing it (Kafka's "
+    "`onJoinComplete` under COOPERATIVE invokes `onPartitionsRevoked` and nothing more: `modern_coord/consumer.py: "
+    "_on_join_complete`); the new owner starts from the last commit, so what was processed in between is processed "
+    "again. Kafka's own test runs the eager `RangeAssignor` and commits after every batch (`enable_autocommit=False`); "
+    "an application that commits in `onPartitionsRevoked` avoids it.")
 WHY: dict[tuple[str, str], str] = {
+    ("classic-coop", "clean-bounce-no-duplicates"): _COOPERATIVE_AUTOCOMMIT,
+    ("classic-static-coop", "clean-bounce-no-duplicates"): _COOPERATIVE_AUTOCOMMIT,
+    ("real-rocketmq-4.9", "clean-bounce-no-duplicates"): _NO_BARRIER_DUPLICATES,
     ("rocketmq", "broker-bounce-no-rebalance"): _QUEUES_ARE_BROKERS,
     ("rocketmq", "broker-failure-no-rebalance"): _QUEUES_ARE_BROKERS,
     ("rocketmq", "clean-bounce-no-duplicates"): _NO_BARRIER_DUPLICATES,
