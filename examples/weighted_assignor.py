@@ -134,9 +134,7 @@ class KafkaPythonWeightedAssignor(_kafka_python_base()):
                                                    user_data=m.metadata.user_data) for m in members}
         topics = {t for s in subscriptions.values() for t in s.topics}
         counts = {t: len(cluster.partitions_for_topic(t) or ()) for t in topics}
-        order = [(m, subscriptions[m].topics, weight_of(subscriptions[m].user_data))
-                 for m in member_order(subscriptions)]
-        split = weighted_split(counts, order)
+        split = WeightedAssignor().assign(counts, subscriptions)  # the lab's leader's split, to the byte
         return {m: ConsumerProtocolAssignment(0, [(t, [p for tt, p in tps if tt == t])
                                                   for t in sorted({tt for tt, _ in tps})], b"")
                 for m, tps in split.items()}

@@ -93,11 +93,7 @@ def run_assignor(assignor: Assignor, partitions_per_topic: dict[str, int],
 
 
 def _as_assignment(share) -> Assignment:
-    if isinstance(share, Assignment):
-        share = share.partitions, share.user_data
-    else:
-        share = share, None
-    partitions, user_data = share
+    partitions, user_data = (share.partitions, share.user_data) if isinstance(share, Assignment) else (share, None)
     checked = [(str(t), int(p)) for t, p in partitions]
     if user_data is not None and not isinstance(user_data, bytes | bytearray):
         raise TypeError(f"user data must be bytes, not {type(user_data).__name__}")
