@@ -228,6 +228,20 @@ def honour_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def caused_by_ctrl_c(error: BaseException | None) -> bool:
+    """Whether `error` is a KeyboardInterrupt or was raised while one was handled.
+
+    A Ctrl-C that lands in a call to Spark's JVM is not always the exception that reaches the caller: PySpark's
+    `collect` tells the JVM, on its way out, to clear the call site, on a new Py4J connection, and under load
+    that call can fail ("Answer from Java side is empty", seen in a test) and replace the KeyboardInterrupt,
+    which stays as its `__context__`. Such an error is the Ctrl-C, and is reported as one."""
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        error = error.__context__
+    return False
+
+
 def serve_until_terminated(ready_info: dict) -> None:
     """Child side: announce READY, then wait; SIGTERM/SIGINT end the wait with SystemExit.
 

@@ -31,7 +31,7 @@ import signal
 import threading
 
 from .cleanup import REAPER, SPARK_DRIVER_PROPERTY
-from .processes import descendants, wait_gone
+from .processes import caused_by_ctrl_c, descendants, wait_gone
 
 _session = None
 
@@ -148,16 +148,7 @@ def _quiet_interrupted_call(record: logging.LogRecord) -> bool:
     what it stopped. Any other record stays."""
     from_py4j = record.name.startswith("py4j.") or record.module in ("java_gateway", "clientserver")
     return not (from_py4j and record.exc_info is not None
-                and _during_ctrl_c(record.exc_info[1]))
-
-
-def _during_ctrl_c(error: BaseException | None) -> bool:
-    """Whether `error` is a KeyboardInterrupt or was raised while one was handled."""
-    while error is not None:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        error = error.__context__
-    return False
+                and caused_by_ctrl_c(record.exc_info[1]))
 
 
 _driver_token: int | None = None
@@ -179,11 +170,25 @@ def _register_driver() -> None:
 
 def stop_driver() -> None:
     """Stop the session, then the driver JVM: its stdin closed, it exits (Spark's `PythonGatewayServer` waits for
-    that); killed if it has not within 10 s."""
-    global _driver_token
+    that); killed if it has not within 10 s.
+
+    Also the way out of a broken gateway (a call interrupted half-way leaves its answer unread on the
+    connection, so every later call reads the answer to the one before it): the session's stop may then fail,
+    and the JVM goes anyway; the next `local_session()` starts a new one."""
+    global _driver_token, _session, _token
     from pyspark import SparkContext
 
-    stop_session()
+    try:
+        stop_session()
+    except Exception:  # noqa: BLE001 - the gateway is broken: forget the session, stop its JVM below
+        _session = None
+        if _token is not None:
+            REAPER.unregister(_token)
+            _token = None
+        from pyspark.sql import SparkSession
+
+        SparkContext._active_spark_context = None
+        SparkSession._instantiatedSession = SparkSession._activeSession = None
     proc = _driver_proc()
     if proc is not None:
         with contextlib.suppress(Exception):

@@ -189,21 +189,44 @@ def ensembles():
         ensemble.close()
 
 
+#: the tests pytest-timeout cut short in this process (see `module_session`)
+_CUT_SHORT: list[str] = []
+
+
+def module_session(master: str):
+    """The body of a module's `spark` fixture: a local Spark session, stopped after the module.
+
+    If pytest-timeout cut a test of the module short, or the stop fails, the driver JVM goes too and the next
+    module starts a new one. The timeout's signal may land in the middle of a Py4J call, whose answer, left
+    unread on the connection, is then read by the next call, and so on: seen in CI, one analysis cut short
+    at 300 s and then nine failures in the modules after it ("KeyError: 'c'", "SparkSession does not exist in
+    the JVM"), each call reading the answer meant for the one before it."""
+    from lab_cluster.spark import cached_datasets, local_session, stop_driver, stop_session
+
+    cut_before = len(_CUT_SHORT)
+    yield local_session(master)
+    if len(_CUT_SHORT) > cut_before:
+        stop_driver()
+        return
+    try:
+        left = cached_datasets()  # every analysis unpersists what it cached, also when it fails
+        stop_session()
+    except Exception:
+        stop_driver()
+        raise
+    assert not left, f"the module left data cached in its Spark session: {left}"
+
+
 @pytest.fixture(scope="module")
 def spark():
-    """A local Spark session for one test module, stopped after it.
+    """A local Spark session for one test module, stopped after it (`module_session`).
 
     One session for the whole run used to serve thousands of jobs, and twice an aggregation in the last module
     found no execution memory left to take (AGGREGATE_OUT_OF_MEMORY, then "Could not allocate memory to grow
     BytesToBytesMap"), with 1 GiB and then 2 GiB of driver memory, although its input was a few megabytes. A
     session per module starts each module's analyses with a fresh SparkContext and its own memory accounting
     (the driver JVM stays up, so this costs a few seconds per module)."""
-    from lab_cluster.spark import cached_datasets, local_session, stop_session
-
-    yield local_session("local[2]")
-    left = cached_datasets()  # every analysis unpersists what it cached, also when it fails
-    stop_session()
-    assert not left, f"the module left data cached in its Spark session: {left}"
+    yield from module_session("local[2]")
 
 
 def run_experiment(spark, run_dir, specs, trials_per_machine: int = 1):
@@ -265,6 +288,8 @@ def docker_backend():
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    if call.excinfo is not None and "from pytest-timeout" in str(call.excinfo.value):
+        _CUT_SHORT.append(item.nodeid)
     if report.when != "call" or not report.failed:
         return
     found = [v for v in item.funcargs.values() if isinstance(v, Ensemble)]

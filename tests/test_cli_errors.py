@@ -127,3 +127,31 @@ def test_zk_up_serves_until_ctrl_c_and_leaves_nothing():
     assert proc.returncode in (0, 130)
     assert "Traceback" not in proc.stderr.read()
     assert find_leaks(proc.pid) == []
+
+
+@pytest.mark.parametrize("raised_while_handled, exit_status", [(KeyboardInterrupt, 130), (None, None)])
+def test_an_error_raised_while_a_ctrl_c_was_handled_is_the_ctrl_c(monkeypatch, capsys, raised_while_handled,
+                                                                   exit_status):
+    """PySpark's `collect`, interrupted, clears its call site on a new Py4J connection, and under load that call
+    can fail and replace the KeyboardInterrupt: the CLI still says it was interrupted. Any other error is raised."""
+    import argparse
+
+    import experiments.cli as cli_module
+
+    def run(args):
+        try:
+            if raised_while_handled is not None:
+                raise raised_while_handled
+        except KeyboardInterrupt:
+            raise RuntimeError("Answer from Java side is empty")  # noqa: B904 - Python chains it, as Py4J's does
+        raise RuntimeError("a bug")
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(run=run)
+    monkeypatch.setattr(cli_module, "build_parser", lambda: parser)
+    if exit_status is None:
+        with pytest.raises(RuntimeError, match="a bug"):
+            cli_module.main([])
+    else:
+        assert cli_module.main([]) == exit_status
+        assert capsys.readouterr().err.startswith("interrupted;")

@@ -12,11 +12,12 @@ lags) is judged on the stored tour run (`test_stored_tour_run.py`) and the publi
 from __future__ import annotations
 
 import pytest
-from conftest import run_experiment, trace_events
+from conftest import module_session, run_experiment, trace_events
 
 from experiments.catalogue import EXPERIMENTS, soak
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# the first test's set-up runs every trial below and their analysis: about 250 s here, more on a slower machine
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 
 #: experiment -> the trial of its standard grid that runs here
 SMOKE = {
@@ -42,12 +43,7 @@ def _spec(experiment: str, trial):
 def spark():
     """This module's Spark session: three task slots, so that three trials run at once, as the main job runs them
     (most of a trial's time is spent waiting for a group to converge or a fault to be held)."""
-    from lab_cluster.spark import cached_datasets, local_session, stop_session
-
-    yield local_session("local[3]")
-    left = cached_datasets()
-    stop_session()
-    assert not left, f"the module left data cached in its Spark session: {left}"
+    yield from module_session("local[3]")
 
 
 @pytest.fixture(scope="module")

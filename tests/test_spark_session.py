@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHILD = """
 import sys, time
 import pyspark
-from lab_cluster.processes import honour_ctrl_c
+from lab_cluster.processes import caused_by_ctrl_c, honour_ctrl_c
 honour_ctrl_c()
 from lab_cluster.spark import local_session
 print("starting", flush=True)
@@ -32,7 +32,9 @@ try:
     print("running", flush=True)
     spark.sparkContext.parallelize([1], 1).map(lambda x: time.sleep(60)).collect()
     print("finished", flush=True)
-except KeyboardInterrupt:
+except (KeyboardInterrupt, Exception) as error:  # as the lab's CLI reports a Ctrl-C (`experiments.cli.main`)
+    if not caused_by_ctrl_c(error):
+        raise
     print("interrupted", flush=True)
     sys.exit(130)
 """
@@ -134,3 +136,48 @@ def test_py4js_records_of_an_interrupted_call_reach_no_handler_and_its_other_rec
         except ConnectionResetError:
             shutdown.exception("a real error")
     assert [r.getMessage() for r in caplog.records] == ["a real error"]
+
+
+#: A lab process whose call to the JVM is cut short, as pytest-timeout cuts a test short (its `Failed` is a
+#: BaseException, which Py4J does not clean up after as it does after a KeyboardInterrupt).
+CUT_CHILD = """
+import os, signal, time
+from lab_cluster.leaks import find_leaks
+from lab_cluster.spark import local_session, stop_driver
+
+class Cut(BaseException):
+    pass
+
+def cut(*_):
+    raise Cut
+
+spark = local_session("local[1]")
+signal.signal(signal.SIGALRM, cut)
+signal.setitimer(signal.ITIMER_REAL, 2.0)
+try:
+    spark.sparkContext.parallelize([1], 1).map(lambda x: time.sleep(4) or x).collect()
+except Cut:
+    print("cut", flush=True)
+time.sleep(4)  # the job ends; its answer waits, unread, on the main thread's connection
+try:
+    print("next call:", spark.range(3).count(), flush=True)
+except Exception as error:
+    print("next call:", type(error).__name__, flush=True)
+stop_driver()
+print("left:", find_leaks(os.getpid()), flush=True)
+print("new session:", local_session("local[1]").range(3).count(), flush=True)
+stop_driver()
+"""
+
+
+def test_a_call_cut_short_breaks_the_gateway_and_stop_driver_starts_afresh():
+    """Why the tests' `module_session` stops the driver JVM after a test cut short by its timeout: the call's
+    answer is read by the next call, and only a new JVM (a new gateway) answers right again."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", CUT_CHILD], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=240)
+    lines = [line for line in done.stdout.splitlines() if line.split(":")[0] in ("cut", "next call", "left",
+                                                                                   "new session")]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert lines[0] == "cut" and lines[1] != "next call: 3", lines  # the gateway is broken
+    assert lines[2:] == ["left: []", "new session: 3"], (lines, done.stderr[-3000:])

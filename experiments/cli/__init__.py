@@ -41,7 +41,7 @@ import argparse
 import sys
 
 from lab_cluster.errors import LabError
-from lab_cluster.processes import honour_ctrl_c
+from lab_cluster.processes import caused_by_ctrl_c, honour_ctrl_c
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         if exc.details:
             print(exc.details, file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as exc:  # an error raised while a Ctrl-C was handled is the Ctrl-C
+        if not caused_by_ctrl_c(exc):
+            raise
         print("interrupted; everything the lab started has been stopped", file=sys.stderr)
         return 130
