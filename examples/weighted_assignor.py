@@ -15,7 +15,9 @@ sends none counts 1. The leader sorts the members as Kafka's assignors do
 (static members first, by `group.instance.id`, then by member id), gives each
 the floor of its share of the partitions, and the rest one each to the
 largest remainders (ties: member order); each member's partitions are a
-contiguous run of the topic's, topic by topic.
+contiguous run of the topics' partitions, topic by topic (topics with the same
+subscribers are shared as one list, so that loads stay near their shares with
+many topics too).
 
     >>> from lab_cluster.assignment import Subscription
     >>> a, b = Subscription(["t"], user_data=weight_bytes(3)), Subscription(["t"], user_data=weight_bytes(1))
@@ -65,15 +67,22 @@ def shares(count: int, weights: list[int]) -> list[int]:
 
 
 def weighted_split(partitions_per_topic: dict[str, int], members: list[tuple[str, list[str], int]]):
-    """{member id: [(topic, partition)]} for members given in order as (id, topics, weight)."""
+    """{member id: [(topic, partition)]} for members given in order as (id, topics, weight).
+
+    Topics with the same subscribers are shared as one list, topic by topic: split each topic on its own, as
+    Kafka's range does, and every topic's remainder goes to the same first members (with three topics of four
+    partitions and weights 3, 1, 1, 1, the last member would get none at all)."""
     out: dict[str, list[tuple[str, int]]] = {m: [] for m, _, _ in members}
+    by_takers: dict[tuple[str, ...], list[tuple[str, int]]] = {}
     for topic in sorted(partitions_per_topic):
-        takers = [(m, w) for m, topics, w in members if topic in topics]
-        if not takers:
-            continue
+        takers = tuple(m for m, topics, _ in members if topic in topics)
+        if takers:
+            by_takers.setdefault(takers, []).extend((topic, p) for p in range(partitions_per_topic[topic]))
+    weight = {m: w for m, _, w in members}
+    for takers, partitions in by_takers.items():
         start = 0
-        for (member, _), n in zip(takers, shares(partitions_per_topic[topic], [w for _, w in takers]), strict=True):
-            out[member] += [(topic, p) for p in range(start, start + n)]
+        for member, n in zip(takers, shares(len(partitions), [weight[m] for m in takers]), strict=True):
+            out[member] += partitions[start:start + n]
             start += n
     return out
 

@@ -2,8 +2,9 @@
 
 `pytest -m assignors` runs both. The replay tests need no cluster (`pytest --noconftest -m assignors -k "not
 real"`); each finding is also shown able to fail, on a replay altered to contradict it. The real test runs the
-sequence (join, join, depart, leave, join on 3 consumers, 12 partitions) with range and cooperative-sticky on
-the coordinator-era design and asserts that the group moved at every change what the replay says (range), or
+sequence (join, join, depart, leave, join on 3 consumers, 12 partitions) with range, cooperative-sticky and the
+weighted example on the coordinator-era design and asserts that the group moved at every change what the replay
+says (range, weighted), or
 the fewest its own loads allowed (cooperative-sticky, whose walk follows the random member ids' hash order).
 """
 
@@ -49,7 +50,7 @@ def test_every_strategy_of_the_registries_is_replayed(computed):
 
     names = set(computed["changes"].strategy)
     assert set(ASSIGNORS) | set(STRATEGIES) | {"legacy-range", "legacy-roundrobin", "tubemq-modulo",
-                                               "tubemq-master"} == names
+                                               "tubemq-master", "weighted"} == names
     # 2 scenarios x 6 steps per strategy, and who holds what after each
     assert len(computed["changes"]) == 2 * 6 * len(names)
     assert set(computed["assignments"].strategy) == names
@@ -58,7 +59,7 @@ def test_every_strategy_of_the_registries_is_replayed(computed):
 def test_the_computed_findings_hold(computed):
     checked = _checked(computed)
     for finding in ("classic-sticky-moves-fewest", "classic-cooperative-withholds-handed-over",
-                    "classic-range-skews-topics", "all-own-shares-move-more"):
+                    "classic-range-skews-topics", "all-own-shares-move-more", "classic-weighted-keeps-shares"):
         assert checked[finding].holds, checked[finding]
 
 
@@ -78,12 +79,34 @@ def test_cooperative_sticky_withholds_what_changes_hands_and_gives_it_out_next_r
     assert (sticky.moved == coop.moved).all() and (sticky.revoked >= 9).all()
 
 
+def test_the_weighted_example_gives_the_heavy_member_its_three_shares(computed):
+    """`c2` weighs 3, the others 1 (`WEIGHTS`): of 12 partitions it holds 12 * 3 / (members + 2), within one."""
+    a = computed["assignments"]
+    heavy = a[(a.strategy == "weighted") & (a.member == "c2")]
+    members = [len(m) for _, m in replay.memberships()]
+    for row in heavy.itertuples():
+        share = 12 * 3 / (members[row.step] + 2)
+        assert abs(len(row.partitions.split()) - share) < 1, (row, share)
+    # the same bytes as the real members send (their user data), so the same split in a trial
+    assert set(a[a.strategy == "weighted"].weight) == {1, 3}
+
+
+def test_the_fewest_with_weights_keeps_each_member_within_one_of_its_share():
+    # shares 2, 6, 2, 2 (whole): the joiner needs 2, c1 and c2 each give one
+    assert replay.fewest_moves([3, 7, 2, 0], 12, [1, 3, 1, 1]) == 2
+    # shares 2.4, 7.2, 2.4: floors 2, 7, 2 and one left over, kept by a member holding more than its floor
+    assert replay.fewest_moves([3, 7, 2], 12, [1, 3, 1]) == 0
+    assert replay.fewest_moves([4, 4, 4], 12, [1, 3, 1]) == 3
+
+
 @pytest.mark.parametrize("finding, alter", [
     ("classic-sticky-moves-fewest", lambda c: c.assign(moved=c.moved.where(c.strategy != "sticky", c.moved + 1))),
     ("classic-cooperative-withholds-handed-over",
      lambda c: c.assign(withheld=c.withheld.where(c.strategy != "cooperative-sticky", 0))),
     ("classic-range-skews-topics", lambda c: c.assign(spread=c.spread.where(c.strategy != "range", 0))),
     ("all-own-shares-move-more", lambda c: c.assign(moved=c.moved.where(c.side == "leader", 0))),
+    ("classic-weighted-keeps-shares", lambda c: c.assign(off_share=c.off_share.where(c.strategy != "weighted", 1))),
+    ("classic-weighted-keeps-shares", lambda c: c.assign(moved=c.moved.where(c.strategy != "weighted", c.fewest))),
 ])
 def test_each_computed_finding_can_fail(computed, finding, alter):
     altered = {**computed, "changes": alter(computed["changes"].copy())}
@@ -116,15 +139,17 @@ def test_the_real_finding_fails_when_a_trial_moved_otherwise(computed):
 def test_a_real_group_moves_what_the_replay_computes(spark, tmp_path, computed):
     from conftest import run_experiment, vocabulary_problems
 
-    specs = assignors.grid("standard", assignors=("range", "cooperative-sticky"))
+    specs = assignors.grid("standard", assignors=("range", "cooperative-sticky", "weighted"))
     run_dir, specs, summary = run_experiment(spark, tmp_path, specs)
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
     both = assignors.real_vs_computed(summary, computed["changes"])
-    assert len(both) == 2 * len(replay.SEQUENCE), both
-    # range: what the replay computes (the member order decides it); cooperative-sticky: the fewest its own
-    # loads allowed, and never a partition with two owners at once (it withholds what another member still holds)
-    ranged, sticky = both[both.strategy == "range"], both[both.strategy == "cooperative-sticky"]
+    assert len(both) == 3 * len(replay.SEQUENCE), both
+    # range and the weighted example: what the replay computes (the member order decides it, and c2's weight
+    # crossed the wire); cooperative-sticky: the fewest its own loads allowed, and never a partition with two
+    # owners at once (it withholds what another member still holds)
+    ranged = both[both.strategy.isin(["range", "weighted"])]
+    sticky = both[both.strategy == "cooperative-sticky"]
     cooperative = summary[summary.variant == "cooperative-sticky"]
     assert (cooperative.double_owned_partition_s == 0).all(), cooperative.to_string()
     assert (ranged.partitions_moved == ranged.moved).all(), both.to_string()

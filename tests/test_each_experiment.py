@@ -26,7 +26,8 @@ SMOKE = {
     "storm": "storm-classic-static-coop-n4-p12-s0-r0",
     "broker_churn": "broker_churn-coordinator-classic-coop-n3-p6-s0-r0",
     "first_message": "first_message-zookeeper-n4-p12-s0-r0",
-    "assignors": "assignors-range-classic-n3-p12-s0-r0",
+    # the weighted example: a user's assignor, loaded by the plug-in point in every consumer of the trial
+    "assignors": "assignors-weighted-classic-n3-p12-s0-r0",
     "conformance": "conformance-bounce-classic-static-n3-p6-s0-r0",
     # a short seeded soak (a join and a leave, then the ensemble's leader stopped and started): its invariants below
     "soak": soak.short("classic", seed=3, faults=2),

@@ -42,8 +42,9 @@ NAME = "assignors"
 QUESTION = ("How many partitions does each assignment strategy move at each join and leave, how even are the "
             "loads it leaves, and what does cooperative-sticky withhold?")
 DESIGNS = ("classic",)
-#: the leader-side assignors with a real trial: every one (the client speaks the eager and cooperative protocols)
-REAL_ASSIGNORS = tuple(ASSIGNORS)
+#: the leader-side assignors with a real trial: every built-in one (the client speaks the eager and cooperative
+#: protocols) and every user's assignor the replay runs (`assignors_replay.PLUG_INS`: the weighted example)
+REAL_ASSIGNORS = (*ASSIGNORS, *replay.PLUG_INS)
 #: the computed scenario the real trials run (one topic `t`, as a trial's)
 TRIAL_SCENARIO = "one-topic"
 PROFILES = {
@@ -54,7 +55,8 @@ PROFILES = {
 EAGER_RESHUFFLERS = ("range", "roundrobin")
 STICKY = ("sticky", "cooperative-sticky")
 #: the assignors whose result is a function of the sorted member ids alone (in a trial as in the replay)
-ORDER_DECIDED = ("range", "roundrobin")
+ORDER_DECIDED = ("range", "roundrobin", "weighted")
+WEIGHTED = "weighted"
 
 
 def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumers: list[int] | None = None,
@@ -62,9 +64,21 @@ def grid(profile: str = "standard", designs: tuple[str, ...] = DESIGNS, consumer
          assignors: tuple[str, ...] = REAL_ASSIGNORS, steps: tuple[str, ...] = replay.SEQUENCE) -> list[TrialSpec]:
     p = PROFILES[profile]
     return [TrialSpec(NAME, design, n, partitions or p["partitions"], rate=p["rate"], seed=seed, steps=steps,
-                      overrides=(f"partition.assignment.strategy={assignor}",), variant=assignor, layout="spread")
+                      overrides=(f"partition.assignment.strategy={_strategy(assignor)}",),
+                      member_overrides=_member_settings(assignor), variant=assignor, layout="spread")
             for design in designs for assignor in assignors for n in (consumers or p["consumers"])
             for seed in range(seeds or p["seeds"])]
+
+
+def _strategy(assignor: str) -> str:
+    """What a trial's consumers name in `partition.assignment.strategy`: a user's assignor by its class."""
+    return replay.PLUG_INS[assignor][0] if assignor in replay.PLUG_INS else assignor
+
+
+def _member_settings(assignor: str) -> tuple[str, ...]:
+    """A user's assignor's own settings per member (`c2:weighted.assignor.weight=3`), as the replay gives them."""
+    members = replay.PLUG_INS[assignor][1] if assignor in replay.PLUG_INS else {}
+    return tuple(f"{m}:{k}={v}" for m, settings in members.items() for k, v in settings.items())
 
 
 def compute(profile: str = "standard") -> dict[str, pd.DataFrame]:
@@ -74,12 +88,16 @@ def compute(profile: str = "standard") -> dict[str, pd.DataFrame]:
 
 def totals(changes: pd.DataFrame) -> pd.DataFrame:
     """Per scenario and strategy, over the sequence: moved, fewest, handed over, revoked, withheld, the largest
-    spread and the most rounds (the start, step 0, left out: it moves nothing anyone held)."""
+    spread, the farthest a load was from its share and the most rounds (the start, step 0, left out: it moves
+    nothing anyone held)."""
     rows = changes[changes.step > 0]
+    if "off_share" not in rows:  # a run stored before the replay had it
+        rows = rows.assign(off_share=float("nan"))
     return (rows.groupby(["scenario", "strategy"], sort=False, as_index=False)
             .agg(side=("side", "first"), protocol=("protocol", "first"), moved=("moved", "sum"),
                  fewest=("fewest", "sum"), handed_over=("handed_over", "sum"), revoked=("revoked", "sum"),
-                 withheld=("withheld", "sum"), spread=("spread", "max"), rounds=("rounds", "max")))
+                 withheld=("withheld", "sum"), spread=("spread", "max"), off_share=("off_share", "max"),
+                 rounds=("rounds", "max")))
 
 
 def fewest_for(partitions: int, members_before: int, members_after: int, leaver_held: float | None) -> int | None:
@@ -92,7 +110,7 @@ def fewest_for(partitions: int, members_before: int, members_after: int, leaver_
         if leaver_held is None or pd.isna(leaver_held) or int(leaver_held) not in loads:
             return None
         loads.remove(int(leaver_held))
-    return replay.fewest_moves(loads, partitions, members_after)
+    return replay.fewest_moves(loads + [0] * (members_after - len(loads)), partitions)
 
 
 def real_vs_computed(summary: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame:
@@ -106,7 +124,8 @@ def real_vs_computed(summary: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFra
     real = ok[["variant", "seed", "change_index", "change", "partitions_moved", "partitions_spread"]].rename(
         columns={"variant": "strategy", "change_index": "step"})
     real["real_fewest"] = [fewest_for(int(r.partitions), int(r.members_before), int(r.members_after),
-                                      r.member_partitions) for r in ok.itertuples()]
+                                      r.member_partitions) if r.variant not in replay.PLUG_INS else None
+                           for r in ok.itertuples()]  # (even loads: not a weighted assignor's)
     return real.merge(computed[["strategy", "step", "change", "moved", "spread"]].rename(
         columns={"change": "computed_change"}), on=["strategy", "step"], how="left")
 
@@ -183,6 +202,7 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
                        bool(more), "; ".join(f"{r.strategy} {int(r.moved)}" for r in clients.itertuples()
                                              if r.scenario == TRIAL_SCENARIO)
                        + f" (one topic; sticky {int(t.loc[(TRIAL_SCENARIO, 'sticky'), 'moved'])})"))
+    out.append(_weighted_finding(steps, computed.get("assignments")))
     both = real_vs_computed(summary, changes)
     ordered, sticky_real = both[both.strategy.isin(ORDER_DECIDED)], both[both.strategy.isin(STICKY)]
     same = (not both.empty and bool(both.moved.notna().all())
@@ -193,14 +213,36 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
     per = both.groupby("strategy").agg(real=("partitions_moved", "sum"), computed=("moved", "sum"),
                                        fewest=("real_fewest", "sum"))
     out.append(Finding("classic-real-moves-as-computed",
-                       "In the real group, range and round-robin moved at every change exactly the partitions the "
-                       "replay computes (the members' `client.id-UUID` order decides them), sticky moved the fewest "
+                       "In the real group, range, round-robin and the weighted example moved at every change exactly "
+                       "the partitions the replay computes (the members' `client.id-UUID` order decides them, and "
+                       "the weights crossed the wire in the members' user data), sticky moved the fewest "
                        "its members' own loads allowed (which members hold one more follows Java's hash order of "
-                       "the ids, random UUIDs in a trial), and every change left the loads as even as the replay's",
+                       "the ids, random UUIDs in a trial), and every change left the loads spread as the replay's did",
                        bool(same), "moved over the sequence, real/computed (fewest for the real loads): "
                        + ("; ".join(f"{s} {int(r.real)}/{int(r.computed)} ({int(r.fewest)})"
                                     for s, r in per.iterrows()) or "no ok trial of the computed scenario")))
     return of_designs_run(out, summary)
+
+
+def _weighted_finding(steps: pd.DataFrame, assignments: pd.DataFrame | None) -> Finding:
+    own = steps[steps.strategy == WEIGHTED]
+    one = own[own.scenario == TRIAL_SCENARIO]
+    heavy = (assignments[(assignments.strategy == WEIGHTED) & (assignments.weight > 1)]
+             if assignments is not None and "weight" in assignments else pd.DataFrame())
+    holds = (not own.empty and set(own.scenario) == set(replay.SCENARIOS) and bool((own.off_share < 1).all())
+             and int(own.moved.sum()) > int(own.fewest.sum()) and not heavy.empty)
+    loads = (" ".join(str(len(p.split())) for p in heavy[heavy.scenario == TRIAL_SCENARIO].partitions)
+             if not heavy.empty else "none")
+    return Finding("classic-weighted-keeps-shares",
+                   "The weighted example, a user's assignor that reads each member's weight from its user data, "
+                   "keeps every member within one partition of its weighted share at every change, with one topic "
+                   "and with three; remembering nothing of who held what, it moves more partitions than the fewest "
+                   "those shares allow, as range does for even shares",
+                   bool(holds), (f"largest distance from a share {own.off_share.max():.2f} partitions; moved "
+                                 f"{int(one.moved.sum())} over the sequence ({TRIAL_SCENARIO}) where "
+                                 f"{int(one.fewest.sum())} would do; the member of weight "
+                                 f"{', '.join(map(str, sorted(set(replay.WEIGHTS.values()))))} held {loads} of 12 "
+                                 "after each step") if not own.empty else "no weighted replay in the run")
 
 
 #: 1: the replay of every strategy, and a real trial per leader-side assignor

@@ -47,6 +47,15 @@ owners revoke them and rejoin, reporting the first round's result with its
 generation, and the next round gives them out. Rounds repeat until one
 withholds nothing (`MAX_ROUNDS` at most).
 
+**A user's assignor** (`PLUG_INS`, the plug-in point of
+`lab_cluster/assignment/plugins.py`): replayed as the leader side is, each
+member with an instance of its own, configured with its own settings, whose
+`subscription_user_data` is what the member sends. The example
+(`examples/weighted_assignor.py`, `weighted`) gets `WEIGHTS`: `c2` weighs 3,
+every other member 1, so the leader must give `c2` three shares. Its target
+is each member's weighted share of the partitions (`share`); every other
+strategy's is an even share.
+
 **Client side** (no leader): each member computes its own share from the
 sorted membership, and all read the same one here (what happens when they do
 not is the split-brain experiment's). Kafka 0.8's `range` and `roundrobin`
@@ -71,8 +80,12 @@ and a later tick evens the loads).
 `moved`, partitions whose owner after the change did not own them before (a
 leaver's count: they must move), of which `handed_over` came from a member
 that stays; `fewest`, the fewest any assignment with loads at most one apart
-could move (12 minus the most the members can keep); `spread`, the most minus
-the fewest partitions a member holds after; `revoked`, partitions members
+could move (12 minus the most the members can keep; with weights, loads within
+one of each member's weighted share); `spread`, the most minus the fewest
+partitions a member holds after; `off_share`, the most any member's
+load is off its share (its weight over the members' total, times the
+partitions: a strategy that keeps every load as near its share as whole
+partitions allow has it below 1); `revoked`, partitions members
 stopped consuming in the change; `withheld`, partitions the rounds left
 unassigned (cooperative); `rounds`; `taken_while_owned`, partitions given to a
 member while another member still held them (the safety of the cooperative
@@ -89,7 +102,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from lab_cluster.assignment import ASSIGNORS, Subscription, member_order, rebalance_protocol
+from lab_cluster.assignment import ASSIGNORS, Assignor, Subscription, member_order, rebalance_protocol
+from lab_cluster.assignment.plugins import assignors as configured
 
 TopicPartition = tuple[str, int]
 
@@ -101,6 +115,29 @@ SCENARIOS: dict[str, dict[str, int]] = {"one-topic": {"t": 12}, "three-topics": 
 MAX_ROUNDS = 4
 TUBEMQ_BROKER = 1
 TUBEMQ_SEED = 0
+#: the weighted example's setting, and the members' weights (the others weigh 1): `c2` a machine three times
+#: the others' size, in the whole sequence
+WEIGHT_KEY = "weighted.assignor.weight"
+WEIGHTS = {"c2": 3}
+#: users' assignors replayed beside the built-in ones: {strategy: (`module:Class`, {member name: its settings})}
+PLUG_INS: dict[str, tuple[str, dict[str, dict[str, str]]]] = {
+    "weighted": ("examples.weighted_assignor:WeightedAssignor",
+                 {name: {WEIGHT_KEY: str(weight)} for name, weight in WEIGHTS.items()}),
+}
+
+
+def weights(strategy: str, names: list[str]) -> list[int]:
+    """Each member's weight under `strategy`: `WEIGHTS` for the weighted example, 1 for every other strategy."""
+    return [WEIGHTS.get(n, 1) if strategy == "weighted" else 1 for n in names]
+
+
+def member_assignor(strategy: str, name: str) -> Assignor:
+    """Member `name`'s assignor: the built-in instance, or a user's class configured with the member's settings
+    (as `ConsumerConfig` builds it in a consumer)."""
+    if strategy in ASSIGNORS:
+        return ASSIGNORS[strategy]
+    entry, settings = PLUG_INS[strategy]
+    return configured([entry], settings.get(name, {}))[0]
 
 
 def member_id(name: str) -> str:
@@ -133,10 +170,12 @@ Holdings = dict[str, list[TopicPartition]]  # member id -> partitions
 
 
 # -- leader side ---------------------------------------------------------------------------------------------
-def _leader_rounds(name: str, topics: dict[str, int], ids: list[str], owned: Holdings,
+def _leader_rounds(name: str, topics: dict[str, int], members: dict[str, Assignor], owned: Holdings,
                    generation: int) -> tuple[Holdings, int, dict]:
-    """One change under a leader-side assignor: (holdings after, generation after, counts)."""
-    assignor = ASSIGNORS[name]
+    """One change under a leader-side assignor, `members` each member id's own instance of it (the first's
+    runs as the leader): (holdings after, generation after, counts)."""
+    ids = list(members)
+    assignor = members[ids[0]]
     cooperative = rebalance_protocol([assignor]) == "cooperative"
     held = {m: list(owned.get(m, [])) for m in ids}  # what each member reports, and (cooperative) still holds
     revoked = 0 if cooperative else sum(len(p) for p in held.values())  # eager: everything, before JoinGroup
@@ -144,7 +183,8 @@ def _leader_rounds(name: str, topics: dict[str, int], ids: list[str], owned: Hol
     while True:
         rounds += 1
         reports = cooperative or name == "sticky"  # `_subscription_metadata`: else nothing, all being revoked
-        subs = {m: Subscription(sorted(topics), held[m] if reports else [], generation if m in owned else -1)
+        subs = {m: Subscription(sorted(topics), held[m] if reports else [], generation if m in owned else -1,
+                                user_data=members[m].subscription_user_data(sorted(topics)))
                 for m in member_order({m: Subscription([]) for m in ids})}
         if cooperative:
             result, kept_back = assignor.assign_withholding(topics, subs)
@@ -168,9 +208,9 @@ def replay_leader(name: str, topics: dict[str, int], changes: list[tuple[str, li
     owned: Holdings = {}
     generation, out = 0, []
     for _, names in changes:
-        ids = [member_id(n) for n in names]
-        owned = {m: tps for m, tps in owned.items() if m in ids}
-        owned, generation, counts = _leader_rounds(name, topics, ids, owned, generation)
+        members = {member_id(n): member_assignor(name, n) for n in names}
+        owned = {m: tps for m, tps in owned.items() if m in members}
+        owned, generation, counts = _leader_rounds(name, topics, members, owned, generation)
         out.append((owned, counts))
     return out
 
@@ -284,29 +324,38 @@ def replay_tubemq_server(topics: dict[str, int], changes: list[tuple[str, list[s
 
 
 # -- the tables ----------------------------------------------------------------------------------------------
-def fewest_moves(staying: list[int], total: int, members: int) -> int:
-    """The fewest partitions any assignment with loads at most one apart moves: `total` minus the most the
-    members can keep, the `total % members` largest holders keeping one more than the rest.
+def fewest_moves(held: list[int], total: int, weights: list[int] | None = None) -> int:
+    """The fewest partitions any assignment keeping each member within one partition of its share moves:
+    `total` minus the most the members can keep. `held[i]` is what the change's i-th member held before it (0 for
+    a joiner), `weights[i]` its weight (even shares if None). A member's share is `total * w / sum(weights)`;
+    each gets its share's floor, and the partitions left over go one each to members whose share is not whole,
+    those holding more than their floor first (each keeps one more).
 
-    >>> fewest_moves([4, 4, 4], 12, 4)  # a fourth member joins three holding four each
+    >>> fewest_moves([4, 4, 4, 0], 12)  # a fourth member joins three holding four each
     3
+    >>> fewest_moves([3, 7, 2, 0], 12, [1, 3, 1, 1])  # weighted: shares 2, 6, 2, 2; c1 and c2 give one each
+    2
     """
-    low, extra = divmod(total, members)
-    counts = sorted(staying, reverse=True) + [0] * (members - len(staying))
-    return total - sum(min(c, low + 1 if i < extra else low) for i, c in enumerate(counts))
+    weights = weights or [1] * len(held)
+    whole = sum(weights)
+    floors = [total * w // whole for w in weights]
+    left_over = total - sum(floors)
+    above = sum(1 for c, f, w in zip(held, floors, weights, strict=True) if total * w % whole and c > f)
+    return total - sum(min(c, f) for c, f in zip(held, floors, strict=True)) - min(left_over, above)
 
 
 def strategies() -> dict[str, tuple[str, str]]:
-    """{strategy: (side, protocol)}: every leader-side assignor registered, then the client-side ones, then the
-    TubeMQ master's."""
+    """{strategy: (side, protocol)}: every leader-side assignor registered, the users' (`PLUG_INS`), then the
+    client-side ones, then the TubeMQ master's."""
     out = {n: ("leader", rebalance_protocol([a])) for n, a in ASSIGNORS.items()}
+    out.update({n: ("leader", rebalance_protocol([member_assignor(n, "c1")])) for n in PLUG_INS})
     out.update({n: ("client", "releases all" if all_ else "keeps its own") for n, (_, all_) in CLIENT_SIDE.items()})
     out["tubemq-master"] = ("master", "one event per heartbeat")
     return out
 
 
 def _replay(name: str, topics: dict[str, int], changes):
-    if name in ASSIGNORS:
+    if name in ASSIGNORS or name in PLUG_INS:
         return replay_leader(name, topics, changes)
     if name in CLIENT_SIDE:
         return replay_client(name, topics, changes)
@@ -329,16 +378,20 @@ def replay(profile: str = "standard", start: int = START, steps: tuple[str, ...]
                 owner_before = {tp: m for m, tps in before.items() for tp in tps}
                 moved = [tp for m, tps in after.items() for tp in tps if owner_before.get(tp) != m]
                 sizes = [len(after[member_id(n)]) for n in names]
+                own = weights(name, names)
+                shares = [total * w / sum(own) for w in own]
                 rows.append({"scenario": scenario, "topics": " ".join(f"{t}:{n}" for t, n in topics.items()),
                              "strategy": name, "side": side, "protocol": protocol,
                              "step": step, "change": change, "members": len(names),
                              "moved": len(moved) if step else None,
                              "handed_over": sum(1 for tp in moved if owner_before.get(tp) in after) if step else None,
-                             "fewest": fewest_moves([len(before[m]) for m in before if m in after], total,
-                                                    len(names)) if step else None,
-                             "spread": max(sizes) - min(sizes), **counts})
-                held_rows += [{"scenario": scenario, "strategy": name, "step": step, "member": n,
+                             "fewest": fewest_moves([len(before.get(member_id(n), [])) for n in names], total,
+                                                    own) if step else None,
+                             "spread": max(sizes) - min(sizes),
+                             "off_share": round(max(abs(n - share) for n, share in zip(sizes, shares, strict=True)),
+                                                3), **counts})
+                held_rows += [{"scenario": scenario, "strategy": name, "step": step, "member": n, "weight": w,
                                "partitions": " ".join(f"{t}-{p}" for t, p in sorted(after[member_id(n)]))}
-                              for n in names]
+                              for n, w in zip(names, own, strict=True)]
                 before = after
     return {"changes": pd.DataFrame(rows), "assignments": pd.DataFrame(held_rows)}

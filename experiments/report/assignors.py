@@ -21,7 +21,8 @@ from experiments.report.parts import Section, findings_list, reproduce_line, tab
 
 TOTALS = [("strategy", "strategy"), ("side", "who computes"), ("protocol", "protocol"), ("moved", "moved"),
           ("fewest", "fewest possible"), ("handed_over", "from a staying member"), ("revoked", "revoked"),
-          ("withheld", "withheld"), ("spread", "largest spread"), ("rounds", "most rounds")]
+          ("withheld", "withheld"), ("spread", "largest spread"), ("off_share", "farthest from a share"),
+          ("rounds", "most rounds")]
 #: where each strategy is implemented, for the explanation
 CODE = {"range": "`lab_cluster/assignment/range.py`", "roundrobin": "`lab_cluster/assignment/roundrobin.py`",
         "sticky": "`lab_cluster/assignment/sticky.py`",
@@ -31,7 +32,7 @@ CODE = {"range": "`lab_cluster/assignment/range.py`", "roundrobin": "`lab_cluste
         "rocketmq-averagely": "`lab_cluster/assignment/rocketmq.py`",
         "rocketmq-averagely-by-circle": "`lab_cluster/assignment/rocketmq.py`",
         "tubemq-modulo": "`lab_cluster/assignment/tubemq.py`",
-        "tubemq-master": "`tubemq_client/master/balancer.py`"}
+        "tubemq-master": "`tubemq_client/master/balancer.py`", "weighted": "`examples/weighted_assignor.py`"}
 
 
 NO_REAL_TRIAL = "No ok trial of the computed scenario's group."
@@ -89,7 +90,8 @@ leaver held, `member_partitions`):
        both[["strategy", "seed", "computed_change", "partitions_moved", "moved", "real_fewest", "partitions_spread",
              "spread"]].itertuples(index=False)) if not both.empty else NO_REAL_TRIAL}"""
     short = f"""**Over the sequence**, per scenario (spread: the most minus the fewest partitions a member holds after a
-change; revoked: partitions members stopped consuming; withheld: left out of a first round):
+change; farthest from a share: the most a load was off its member's share, even, or weighted for `weighted`;
+revoked: partitions members stopped consuming; withheld: left out of a first round):
 
 {_totals_tables(totals, scenarios[:1])}"""
     if len(scenarios) > 1:
@@ -111,7 +113,12 @@ keep consuming through the rebalance, so it must not give a partition to its
 new owner while the old one still consumes it: the first round withholds
 exactly the partitions one staying member hands another, their owners revoke
 those alone and rejoin, and the second round gives them out. A departure's
-partitions have no owner left and are given at once, in one round."""
+partitions have no owner left and are given at once, in one round. A user's
+assignor runs in the same groups: the weighted example ({CODE['weighted']}),
+named in `partition.assignment.strategy` by its class, reads each member's
+weight from the user data of its JoinGroup (`c2` weighs
+{assignors.replay.WEIGHTS['c2']}) and keeps every load within one partition of
+its weighted share."""
     appendix += f"""\n\n**The other strategies in detail.** The
 client-side strategies have no leader and nothing to remember: Kafka 0.8's
 range and round-robin ({CODE['legacy-range']}) are the same arithmetic over
@@ -131,7 +138,19 @@ consumer's name) sort as the replay's do; sticky walks the members in Java's
 `HashMap` order of those ids (`lab_cluster/java_hash.py`), which the random
 UUIDs decide, so which member holds one partition more, and so how many a
 departure frees, can differ from the replay's: it still moves the fewest its
-own group's loads allow."""
+own group's loads allow.
+
+**A user's assignor.** The weighted example is loaded by the plug-in point
+(`lab_cluster/assignment/plugins.py`), in the replay as in the real trial's
+consumers: each member's instance is configured with its own
+`weighted.assignor.weight`, and sends it as four bytes of user data in its
+JoinGroup; the leader reads everyone's and deals each member a run of
+partitions in proportion (floors, then the largest remainders). It remembers
+nothing of who held what, so a change moves more than the fewest its shares
+allow (the fewest column counts, for it, loads within one of each weighted
+share); keeping a weighted share and moving few at once is what a sticky
+weighted assignor would add. Its real trial moved what the replay computes:
+the member order decides it, as range's, and the weight crossed the wire."""
     return Section("Assignors", assignors.QUESTION, checked,
                    f"![partitions moved and spread per change]({figure.relative_to(run.root).as_posix()})",
                    short, takeaway, reproduce_line("assignors", run.env), appendix,
