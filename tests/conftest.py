@@ -41,6 +41,20 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 REPO = Path(__file__).resolve().parent.parent
 
 
+#: the test files that take minutes, heaviest first (from a whole run's `--durations`): sent to the two workers
+#: before every other file. xdist hands out whole files in collection order (`--dist loadfile
+#: --no-loadscope-reorder`, in pyproject.toml); its own order, by number of tests, sent exactly these last, and a
+#: file of minutes handed out last keeps one worker busy while the other has nothing left to do.
+HEAVY_FIRST = ("test_main_job.py", "test_each_experiment.py", "test_host_tasks.py", "test_spark_cluster.py",
+               "test_legacy.py", "test_full_runs.py", "test_kafka_clients.py", "test_digest.py", "test_modern.py",
+               "test_spark_session.py", "test_metrics.py", "test_host_health.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FIRST)))  # stable: the rest as collected
+
+
 def pytest_sessionstart(session):
     reaped = reap_orphans()
     if reaped:

@@ -1,7 +1,7 @@
 """Every experiment end to end in the default run: its cheapest trial through the Spark harness and the analysis.
 
 An experiment's whole grid is a `long` test (`pytest -m long`, or `pytest -m <experiment>`), and the herd runs
-every design of its own in `test_main_job.py`. Here every other experiment runs one trial of its standard grid,
+every design of its own in `test_main_job.py` and `test_spark_cluster.py`. Here every other experiment runs one trial of its standard grid,
 the cheapest that takes every step of its scenario (a lag and churn, a cut and heal, a rolling restart, a
 broker killed and started again, a newcomer, an assignor's join and leave, a bounce of consumers and brokers),
 three at a time as the main job runs them; together they also give the coordinator era's static, cooperative and

@@ -5,8 +5,9 @@ CI has a Docker engine, so `auto` would pick testcontainers there; these tests c
 user without Docker has (LAB_ZK_BACKEND=embedded, or a DOCKER_HOST no engine answers at) so that the path
 such a user takes runs in CI too:
 
-- a small herd grid (N=2, both designs) through the Spark harness on the embedded backend: every trial ok,
-  each one's ZooKeeper started inside its Spark task from Spark's own jars;
+- a small herd grid (N=2, the lab's designs but the two the Spark cluster's grid runs) through the Spark
+  harness on the embedded backend: every trial ok, each one's ZooKeeper started inside its Spark task from
+  Spark's own jars;
 - the embedded backend finds ZooKeeper's jars where a Spark worker's `import pyspark` is Spark's zip;
 - `doctor --start` with no Docker engine answering picks embedded and starts a server inside a Spark task;
 - `reproduce` (the tour) whose every trial fails exits non-zero, says why, and leaves REPORT.md and report/
@@ -49,14 +50,19 @@ def _published_bytes() -> dict[str, str]:
     return {str(p.relative_to(REPO)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
+#: the designs whose herd trial the default run gives the Spark cluster's `spark-submit` grid instead
+ON_THE_CLUSTER = ("zookeeper", "classic")
+
+
 @pytest.mark.slow
 def test_a_herd_grid_runs_through_spark_on_the_embedded_backend(spark, tmp_path, monkeypatch):
     # read on the driver and carried to the tasks: the Spark workers started with the test process's
     # environment, so only the carried request can make them use the embedded backend
     monkeypatch.setenv("LAB_ZK_BACKEND", "embedded")
     # two at a time, as the main job runs its trials (the module's session has two task slots)
-    # the lab's designs: the real systems' JVMs have smoke trials of their own (tests/test_real_kafka*.py)
-    lab_designs = tuple(d for d in herd.DESIGNS if not FAMILIES[d].counterpart)
+    # the lab's designs: the real systems' JVMs have smoke trials of their own (tests/test_real_kafka*.py), and
+    # the zookeeper and classic designs' herd trials run on the Spark cluster (tests/test_spark_cluster.py)
+    lab_designs = tuple(d for d in herd.DESIGNS if not FAMILIES[d].counterpart and d not in ON_THE_CLUSTER)
     _, specs, summary = run_experiment(spark, tmp_path, herd.grid("standard", designs=lab_designs, consumers=[2]),
                                        trials_per_machine=2)
     assert sorted(s.design for s in specs) == sorted(lab_designs)

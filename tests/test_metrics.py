@@ -14,6 +14,7 @@ import json
 import pytest
 
 from experiments import metrics
+from experiments.digest import Digest
 from lab_cluster.trace_reader import incomplete_trials, load_traces
 
 pytestmark = pytest.mark.spark
@@ -238,8 +239,20 @@ def events(spark, traces):
 
 
 @pytest.fixture(scope="module")
-def all_changes(events):
-    return metrics.change_metrics(events).collect()
+def digest(events):
+    """The events' digest as the harness has it: computed once and cached, the metrics planned in the settings
+    that suit its size (`Digest.settings`). A metric given the bare events would digest them again inside its
+    own plan (about 800 shuffles here, a minute of Spark for a few hundred events); `tests/test_digest.py`
+    shows every way of digesting gives the same metrics."""
+    d = Digest.of(events, cache=True)
+    with d.settings():
+        yield d
+    d.release()
+
+
+@pytest.fixture(scope="module")
+def all_changes(digest):
+    return metrics.change_metrics(digest).collect()
 
 
 @pytest.fixture(scope="module")
@@ -328,8 +341,8 @@ def test_double_ownership_and_zombie_commits(changes):
     assert changes["handback"]["processed_after_loss"] == 1 and changes["handback"]["double_processed_partition_s"] == 0
 
 
-def test_duplicates_and_gaps(events):
-    per_trial = {r.trial: r for r in metrics.trial_metrics(events).collect()}
+def test_duplicates_and_gaps(digest):
+    per_trial = {r.trial: r for r in metrics.trial_metrics(digest).collect()}
     zombie = per_trial["zombie"]
     assert zombie.duplicates == 4  # offsets 4 to 7, processed by both
     assert zombie.offsets_moved_backwards == 1  # c1's 7 at 9.5 s, after c2's 8 at 9 s
@@ -339,8 +352,8 @@ def test_duplicates_and_gaps(events):
     assert zombie.messages_produced == 12
 
 
-def test_cross_check(events):
-    checks = {r.trial: r for r in metrics.cross_check(events).collect()}
+def test_cross_check(digest):
+    checks = {r.trial: r for r in metrics.cross_check(digest).collect()}
     assert checks["join"].client_notifications == checks["join"].server_notifications == 1
     assert checks["join"].client_requests == 6  # every request between the two snapshots, 13 s included
     assert checks["join"].cross_check_problem is None

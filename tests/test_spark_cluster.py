@@ -70,6 +70,7 @@ def test_two_workers_register_on_loopback(cluster):
 
 
 def test_spark_submit_runs_a_grid_on_the_cluster(cluster, tmp_path):
+    # the default run's herd trials of these two designs (tests/test_main_job.py runs the lab's other designs)
     out = _spark_submit(cluster, tmp_path, "run", "herd", "--designs", "zookeeper,classic", "--consumers", "2")
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary.design) == {"zookeeper", "classic"} and set(summary.status) == {"ok"}, summary.reason.tolist()
