@@ -11,7 +11,8 @@ is named for what a user wants from it:
   paused and cut off, of both eras. An experiment that has no `tour` entry is
   not in the tour; a `tour` entry names its `designs` and says `why` it is in.
 - **standard**: every design in every experiment, the grid the published
-  `REPORT.md` comes from (about 26 min here, three trials at a time: `benchmarks/harness.json`).
+  `REPORT.md` comes from (its time here, three trials at a time: `reproduce_standard` in
+  `benchmarks/harness.json`; the grid has grown since, see `benchmarks/README.md`).
 - **full**: the long grids (N up to 256 in the herd), run one experiment at a
   time and published beside the standard run (`report/full_runs.py`).
 
