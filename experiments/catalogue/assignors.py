@@ -211,7 +211,7 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
             and bool((sticky_real.partitions_moved == sticky_real.real_fewest).all())
             and bool((both.partitions_spread == both.spread).all()))
     per = both.groupby("strategy").agg(real=("partitions_moved", "sum"), computed=("moved", "sum"),
-                                       fewest=("real_fewest", "sum"))
+                                       fewest=("real_fewest", lambda f: f.sum(min_count=1)))  # none: a weighted one
     out.append(Finding("classic-real-moves-as-computed",
                        "In the real group, range, round-robin and the weighted example moved at every change exactly "
                        "the partitions the replay computes (the members' `client.id-UUID` order decides them, and "
@@ -219,7 +219,8 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
                        "its members' own loads allowed (which members hold one more follows Java's hash order of "
                        "the ids, random UUIDs in a trial), and every change left the loads spread as the replay's did",
                        bool(same), "moved over the sequence, real/computed (fewest for the real loads): "
-                       + ("; ".join(f"{s} {int(r.real)}/{int(r.computed)} ({int(r.fewest)})"
+                       + ("; ".join(f"{s} {int(r.real)}/{int(r.computed)} "
+                                    f"({int(r.fewest) if pd.notna(r.fewest) else '–'})"
                                     for s, r in per.iterrows()) or "no ok trial of the computed scenario")))
     return of_designs_run(out, summary)
 
