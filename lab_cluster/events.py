@@ -91,6 +91,8 @@ KINDS: dict[str, EventKind] = _kinds(
               "the group's assignor raised (or returned no assignment): no SyncGroup from the leader, a rejoin"),
     EventKind("generation_reset", ("member", "error"), "member id and generation reset after an error"),
     EventKind("positions_unknown", ("member", "partitions"), "committed offsets could not be fetched yet"),
+    EventKind("offset_reset", ("topic", "partition", "position", "offset", "policy"),
+              "a position past the leader's log reset by `auto.offset.reset` (OFFSET_OUT_OF_RANGE)"),
     EventKind("poll_timeout", ("member",), "`max.poll.interval.ms` passed between two polls"),
     # -- brokers, coordinators, producer ---------------------------------------------------------------
     EventKind("broker_registered", ("broker", "port"), "a broker registered in /brokers/ids"),

@@ -75,7 +75,12 @@ class ModernConsumer(GroupMember):
         self._last_owned_generation = -1
         self._positions_retry_ms = 0  # when the poll loop may look its start positions up again
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
-                               timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms)
+                               timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms,
+                               offset_reset=config.auto_offset_reset,
+                               on_reset=lambda tp, was, now: self.trace.record(
+                                   "offset_reset", topic=tp[0], partition=tp[1], position=was, offset=now,
+                                   policy=config.auto_offset_reset, member=self.member_id,
+                                   generation=self.generation.generation_id))
         # the periodic auto-commit goes on a thread of its own (Java's maybeAutoCommitOffsetsAsync); one commit at a
         # time is sent, whichever thread sends it, so each carries the positions the last one did not
         self._commit_lock = threading.Lock()

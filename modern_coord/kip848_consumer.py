@@ -63,7 +63,7 @@ Kafka's own rebalance metrics count), `assigned` (the whole new assignment,
 after each reconciliation), `revoked` (`lost` true when lost), `processed`,
 `commit`, `heartbeat` (each answer; a leave's is `leave`),
 `generation_reset` (fenced, or left on the poll timer), `poll_timeout`,
-`find_coordinator`, `coordinator_lost`, `positions_unknown`, `consumer_failed`.
+`find_coordinator`, `coordinator_lost`, `positions_unknown`, `offset_reset`, `consumer_failed`.
 
 Departures from Kafka, stated (besides `membership.py`'s): the lab's poll loop
 runs the listener callbacks and the reconciliation's commit itself, between
@@ -182,7 +182,12 @@ class Kip848Consumer(CoordinatorLink):
             instance_id=config.group_instance_id, server_assignor=config.group_remote_assignor,
             retry_backoff_ms=config.retry_backoff_ms, listener=self)
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
-                               timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms)
+                               timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms,
+                               offset_reset=config.auto_offset_reset,
+                               on_reset=lambda tp, was, now: self.trace.record(
+                                   "offset_reset", topic=tp[0], partition=tp[1], position=was, offset=now,
+                                   policy=config.auto_offset_reset, member=self.membership.member_id,
+                                   generation=self.membership.member_epoch))
         self._commit_lock = threading.Lock()  # one commit at a time, whichever thread sends it
         self.auto_commit = AsyncAutoCommit(
             AutoCommitTimer(interval_ms=config.auto_commit_interval_ms, retry_backoff_ms=config.retry_backoff_ms,

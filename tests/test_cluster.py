@@ -13,7 +13,17 @@ import threading
 import time
 
 import pytest
-from conftest import PARTITIONS, SESSION_MS, _client, _fetch_all, _produced, _start_producer, _wait_produced, interrupt
+from conftest import (
+    PARTITIONS,
+    SESSION_MS,
+    _client,
+    _fetch_all,
+    _produced,
+    _start_producer,
+    _wait_produced,
+    interrupt,
+    produce_values,
+)
 
 from lab_cluster.broker import zk_layout as L
 from lab_cluster.broker.admin import broker_addresses, leaders, wait_for_leaders, wait_for_metadata
@@ -199,3 +209,25 @@ def test_cluster_up_rejects_a_bad_topic_spec():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--topic 't' is not NAME:PARTITIONS" in result.stderr
+
+
+@pytest.mark.parametrize("policy, expected", [("earliest", 0), ("latest", 5)])
+def test_a_fetch_past_the_leaders_log_resets_by_auto_offset_reset(cluster, policy, expected):
+    """As Kafka's consumer (`FetchCollector`): OFFSET_OUT_OF_RANGE resets the position by the policy, reported,
+    and the next fetch reads from there; no error reaches the poll loop (a KIP-848 member's poll thread once
+    died of it, in a broker bounce where the new leader held less of the log)."""
+    from modern_coord.fetcher import Fetcher
+
+    produce_values(cluster, 5, "reset")
+    bootstrap = [("127.0.0.1", int(a.rsplit(":", 1)[1])) for a in cluster.bootstrap.split(",")]
+    resets, processed = [], []
+    fetcher = Fetcher(bootstrap, "reset-test", max_records=100, timeout_s=5, offset_reset=policy,
+                      on_reset=lambda tp, was, now: resets.append((tp, was, now)))
+    try:
+        assert fetcher.refresh_metadata()
+        position = fetcher.fetch(("t", 0), 10**6, lambda: False, lambda tp, o: processed.append(o))
+        assert position == expected and resets == [(("t", 0), 10**6, expected)] and processed == []
+        position = fetcher.fetch(("t", 0), position, lambda: False, lambda tp, o: processed.append(o))
+        assert processed == list(range(expected, 5)) and position == 5
+    finally:
+        fetcher.close()

@@ -1,12 +1,13 @@
 """Every experiment end to end in the default run: its cheapest trial through the Spark harness and the analysis.
 
-An experiment's whole grid is a `long` test (`pytest -m long`, or `pytest -m <experiment>`), and the herd runs
-every design of its own in `test_main_job.py` and `test_spark_cluster.py`. Here every other experiment runs one trial of its standard grid,
-the cheapest that takes every step of its scenario (a lag and churn, a cut and heal, a rolling restart, a
-broker killed and started again, a newcomer, an assignor's join and leave, a bounce of consumers and brokers),
-three at a time as the main job runs them; together they also give the coordinator era's static, cooperative and
-static-cooperative designs a real trial each. What a single trial cannot judge (a finding compares designs or
-lags) is judged on the stored tour run (`test_stored_tour_run.py`) and the published report (`test_main_job.py`).
+An experiment's whole grid is a `long` test (`pytest -m long`, or `pytest -m <experiment>`), and the herd runs every
+design of its own in `test_main_job.py` and `test_spark_cluster.py`. Here every other experiment runs one trial of
+its standard grid, the cheapest that takes every step of its scenario (a lag and churn, a cut and heal, a rolling
+restart, a broker killed and started again, a newcomer, an assignor's join and leave, a bounce of consumers and
+brokers), three at a time as the main job runs them; together they also give the coordinator era's static,
+cooperative and static-cooperative designs a real trial each. What a single trial cannot judge (a finding compares
+designs or lags) is judged on the stored tour run (`test_stored_tour_run.py`) and the published report
+(`test_main_job.py`).
 """
 
 from __future__ import annotations
