@@ -37,6 +37,7 @@ class PartitionLog:
         self._scan()
         self._append_file = open(self.path, "ab")
         self._read_file = open(self.path, "rb")
+        self._closed = False
 
     @classmethod
     def open(cls, logs_dir: str | Path, topic: str, partition: int) -> PartitionLog:
@@ -62,8 +63,10 @@ class PartitionLog:
         return len(self._positions)
 
     def append(self, values: list[str]) -> int:
-        """Append records; returns the offset of the first."""
+        """Append records; returns the offset of the first. NOT_LEADER_OR_FOLLOWER once closed: this broker
+        no longer leads the partition, and another may have opened the file."""
         with self._cond:
+            self._check_open()
             base = self.log_end_offset
             pos = self._append_file.tell()
             now = time.time_ns() // 1_000_000
@@ -82,6 +85,7 @@ class PartitionLog:
     def read(self, offset: int, max_records: int) -> list[dict]:
         """Records from `offset`; empty at the end; OFFSET_OUT_OF_RANGE outside [0, end]."""
         with self._cond:
+            self._check_open()
             end = self.log_end_offset
             if offset < 0 or offset > end:
                 raise WireError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is outside [0, {end}]")
@@ -91,7 +95,11 @@ class PartitionLog:
             start = self._positions[offset]
             stop = self._positions[last] if last < end else self._end_pos
         # pread: many fetch threads read one file at once without sharing a seek position.
-        data = os.pread(self._read_file.fileno(), stop - start, start)
+        try:
+            data = os.pread(self._read_file.fileno(), stop - start, start)
+        except (ValueError, OSError):  # closed meanwhile (`close`)
+            self._check_open()
+            raise
         return [json.loads(line) for line in data.splitlines()]
 
     def wait_for(self, offset: int, timeout_s: float) -> None:
@@ -104,6 +112,14 @@ class PartitionLog:
                     return
                 self._cond.wait(left)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WireError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.path.stem}: this broker no longer leads it")
+
     def close(self) -> None:
-        self._append_file.close()
-        self._read_file.close()
+        """Stop appending and reading; an append in progress ends first."""
+        with self._cond:
+            self._closed = True
+            self._append_file.close()
+            self._read_file.close()
+            self._cond.notify_all()

@@ -143,6 +143,27 @@ def test_a_gracefully_stopped_broker_leaves_at_once(cluster):
     assert wait_for_leaders(cluster.zk, "t", PARTITIONS, exclude=frozenset({2}))
 
 
+def test_a_broker_stopped_while_the_producer_writes_hands_over_every_record(cluster):
+    """A graceful stop stops leading before the registration goes: its successor opens the shared log with every
+    record the stopped broker acknowledged, and serves each at the offset it was acknowledged at. (In the other
+    order the stopped broker appended after its successor had counted the file: a consumer found itself past the
+    end of the log, and the successor's own records were read at wrong offsets.)"""
+    _start_producer(cluster, rate=400)
+    _wait_produced(cluster, at_least=50)
+    before = leaders(cluster.zk, "t")
+    victim = before[0]
+    assert cluster.brokers[victim].stop() == 0
+    after = wait_for_leaders(cluster.zk, "t", PARTITIONS, exclude=frozenset({victim}))
+    assert all(after[p] != victim for p, b in before.items() if b == victim)
+    _wait_produced(cluster, at_least=len(_produced(cluster.dir)[0]) + 50)  # the producer followed the move
+    cluster.producer.stop()
+    cluster.producer = None
+    produced = _produced(cluster.dir)
+    wait_for_metadata(cluster.zk, "t", PARTITIONS)
+    for partition in range(PARTITIONS):
+        assert _fetch_all(cluster, partition) == produced[partition]  # no gap, no duplicate, from the new leader
+
+
 def test_cluster_up_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
     import os
     import re

@@ -87,6 +87,7 @@ class Broker:
         self._topic_ids: dict[str, str] = {}  # topic -> its id (Kafka 2.8+), from its znode
         self._leaders: dict[tuple[str, int], int] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._stopping = False  # set by `stop`: leads nothing from then on, whatever ZooKeeper still says
         self._brokers: dict[int, tuple[str, int]] = {}
         self._kafka_brokers: dict[int, tuple[str, int]] = {}
         self._controller = L.NO_LEADER
@@ -124,7 +125,15 @@ class Broker:
         return self
 
     def stop(self) -> None:
-        """Leave gracefully: stop the plug-ins, close the session (the registration goes at once), stop serving."""
+        """Leave gracefully: stop the plug-ins, stop leading (the logs closed: a Produce or Fetch now gets
+        NOT_LEADER_OR_FOLLOWER), close the session (the registration goes at once, and the controller moves
+        leadership), stop serving.
+
+        The logs close before the session does. In the other order the broker kept appending to a log after its
+        registration went, while the partition's new leader had already opened the shared file and counted its
+        records: those late records were missing from the new leader's count, and a consumer that had read them
+        was past the end of its log (seen: OFFSET_OUT_OF_RANGE, offset 200 outside [0, 199], in a standard run's
+        broker bounce). Kafka's controlled shutdown likewise moves leadership away before the broker goes."""
         for plugin in self.plugins:
             if hasattr(plugin, "stop"):
                 try:
@@ -132,16 +141,17 @@ class Broker:
                 except Exception as exc:  # noqa: BLE001 - one plug-in's failure must not keep the broker registered
                     self.record("plugin_stop_failed", plugin=type(plugin).__name__,
                                 error=f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            self._stopping = True
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
         if self.zk is not None:
             self.zk.stop()
             self.zk.close()
             self.zk = None
         self.kafka_listener.stop()
         self.server.stop()
-        with self._lock:
-            for log in self._logs.values():
-                log.close()
-            self._logs.clear()
         self.record("broker_stopped")
 
     # -- what this broker knows, from ZooKeeper watches ----------------------------
@@ -186,7 +196,7 @@ class Broker:
         with self._lock:
             was = self._leaders.get(key)
             self._leaders[key] = leader
-            if leader == self.broker_id and key not in self._logs:
+            if leader == self.broker_id and key not in self._logs and not self._stopping:
                 # Open (again): earlier leaders may have appended since we last led.
                 self._logs[key] = PartitionLog.open(self.logs_dir, topic, partition)
             elif leader != self.broker_id and key in self._logs:
