@@ -202,7 +202,8 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
                        bool(more), "; ".join(f"{r.strategy} {int(r.moved)}" for r in clients.itertuples()
                                              if r.scenario == TRIAL_SCENARIO)
                        + f" (one topic; sticky {int(t.loc[(TRIAL_SCENARIO, 'sticky'), 'moved'])})"))
-    out.append(_weighted_finding(steps, computed.get("assignments")))
+    if WEIGHTED in set(steps.strategy):  # a run stored before the replay had the example judges nothing of it
+        out.append(_weighted_finding(steps, computed.get("assignments")))
     both = real_vs_computed(summary, changes)
     ordered, sticky_real = both[both.strategy.isin(ORDER_DECIDED)], both[both.strategy.isin(STICKY)]
     same = (not both.empty and bool(both.moved.notna().all())
@@ -213,9 +214,12 @@ def findings(summary: pd.DataFrame, computed: dict[str, pd.DataFrame]) -> list[F
     per = both.groupby("strategy").agg(real=("partitions_moved", "sum"), computed=("moved", "sum"),
                                        fewest=("real_fewest", lambda f: f.sum(min_count=1)))  # none: a weighted one
     out.append(Finding("classic-real-moves-as-computed",
-                       "In the real group, range, round-robin and the weighted example moved at every change exactly "
-                       "the partitions the replay computes (the members' `client.id-UUID` order decides them, and "
-                       "the weights crossed the wire in the members' user data), sticky moved the fewest "
+                       "In the real group, range"
+                       + (", round-robin and the weighted example" if WEIGHTED in set(both.strategy)
+                          else " and round-robin") + " moved at every change exactly the partitions the replay "
+                       "computes (the members' `client.id-UUID` order decides them"
+                       + (", and the weights crossed the wire in the members' user data"
+                          if WEIGHTED in set(both.strategy) else "") + "), sticky moved the fewest "
                        "its members' own loads allowed (which members hold one more follows Java's hash order of "
                        "the ids, random UUIDs in a trial), and every change left the loads spread as the replay's did",
                        bool(same), "moved over the sequence, real/computed (fewest for the real loads): "

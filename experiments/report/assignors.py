@@ -89,9 +89,10 @@ leaver held, `member_partitions`):
         "spread (real)", "spread (computed)"],
        both[["strategy", "seed", "computed_change", "partitions_moved", "moved", "real_fewest", "partitions_spread",
              "spread"]].itertuples(index=False)) if not both.empty else NO_REAL_TRIAL}"""
+    shares = ("; farthest from a share: the most a load was off its member's share, even, or weighted for "
+              "`weighted`" if changes.get("off_share") is not None else "")
     short = f"""**Over the sequence**, per scenario (spread: the most minus the fewest partitions a member holds after a
-change; farthest from a share: the most a load was off its member's share, even, or weighted for `weighted`;
-revoked: partitions members stopped consuming; withheld: left out of a first round):
+change{shares}; revoked: partitions members stopped consuming; withheld: left out of a first round):
 
 {_totals_tables(totals, scenarios[:1])}"""
     if len(scenarios) > 1:
@@ -113,7 +114,10 @@ keep consuming through the rebalance, so it must not give a partition to its
 new owner while the old one still consumes it: the first round withholds
 exactly the partitions one staying member hands another, their owners revoke
 those alone and rejoin, and the second round gives them out. A departure's
-partitions have no owner left and are given at once, in one round. A user's
+partitions have no owner left and are given at once, in one round."""
+    weighted = assignors.WEIGHTED in set(changes.strategy)
+    if weighted:
+        takeaway += f""" A user's
 assignor runs in the same groups: the weighted example ({CODE['weighted']}),
 named in `partition.assignment.strategy` by its class, reads each member's
 weight from the user data of its JoinGroup (`c2` weighs
@@ -138,7 +142,9 @@ consumer's name) sort as the replay's do; sticky walks the members in Java's
 `HashMap` order of those ids (`lab_cluster/java_hash.py`), which the random
 UUIDs decide, so which member holds one partition more, and so how many a
 departure frees, can differ from the replay's: it still moves the fewest its
-own group's loads allow.
+own group's loads allow."""
+    if weighted:
+        appendix += """
 
 **A user's assignor.** The weighted example is loaded by the plug-in point
 (`lab_cluster/assignment/plugins.py`), in the replay as in the real trial's
@@ -170,9 +176,11 @@ def _per_change(steps: pd.DataFrame, scenario: str, labels: list[str]) -> list[t
 
 def _totals_tables(totals: pd.DataFrame, scenarios: list[str]) -> str:
     parts = []
+    # a run stored before the replay measured `off_share` has no such column to show
+    columns = [(c, label) for c, label in TOTALS if c != "off_share" or totals.off_share.notna().any()]
     for scenario in scenarios:
-        rows = totals[totals.scenario == scenario][[c for c, _ in TOTALS]]
-        parts.append(f"`{scenario}`:\n\n" + table([label for _, label in TOTALS], rows.itertuples(index=False)))
+        rows = totals[totals.scenario == scenario][[c for c, _ in columns]]
+        parts.append(f"`{scenario}`:\n\n" + table([label for _, label in columns], rows.itertuples(index=False)))
     return "\n\n".join(parts)
 
 
