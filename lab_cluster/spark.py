@@ -175,16 +175,12 @@ def stop_driver() -> None:
     Also the way out of a broken gateway (a call interrupted half-way leaves its answer unread on the
     connection, so every later call reads the answer to the one before it): the session's stop may then fail,
     and the JVM goes anyway; the next `local_session()` starts a new one."""
-    global _driver_token, _session, _token
+    global _driver_token
     from pyspark import SparkContext
 
     try:
         stop_session()
-    except Exception:  # noqa: BLE001 - the gateway is broken: forget the session, stop its JVM below
-        _session = None
-        if _token is not None:
-            REAPER.unregister(_token)
-            _token = None
+    except Exception:  # noqa: BLE001 - the gateway is broken: PySpark's own record of the session goes too
         from pyspark.sql import SparkSession
 
         SparkContext._active_spark_context = None
@@ -235,9 +231,11 @@ def stop_session() -> None:
         # what a stop cuts short (a task running when Ctrl-C came: its worker is killed) is no error to report
         with contextlib.suppress(Exception):
             _session.sparkContext.setLogLevel("OFF")
-        _session.stop()
-        _session = None
+        try:
+            _session.stop()
+        finally:  # a stop that fails (a broken gateway) forgets the session all the same: `stop_driver` follows
+            _session = None
+            if _token is not None:
+                REAPER.unregister(_token)
+                _token = None
         wait_gone(workers, WORKERS_STOP_S)
-    if _token is not None:
-        REAPER.unregister(_token)
-        _token = None

@@ -74,6 +74,18 @@ def test_fetch_returns_exactly_what_was_produced_from_any_offset(cluster):
             assert [(r["offset"], r["value"]) for r in got] == log[start:start + 10]
 
 
+def _assert_the_new_leaders_serve_what_was_produced(cluster, more: int) -> None:
+    """Once the producer has written `more` records after a leader went (it followed the move), stop it: every
+    partition read back from its leader now is what was produced, no gap, no duplicate."""
+    _wait_produced(cluster, at_least=len(_produced(cluster.dir)[0]) + more)
+    cluster.producer.stop()
+    cluster.producer = None
+    produced = _produced(cluster.dir)
+    wait_for_metadata(cluster.zk, "t", PARTITIONS)
+    for partition in range(PARTITIONS):
+        assert _fetch_all(cluster, partition) == produced[partition]
+
+
 def test_a_killed_broker_leaves_after_the_session_timeout_and_loses_no_message(cluster):
     _start_producer(cluster, rate=100)
     _wait_produced(cluster, at_least=20)
@@ -96,13 +108,7 @@ def test_a_killed_broker_leaves_after_the_session_timeout_and_loses_no_message(c
     after = wait_for_leaders(cluster.zk, "t", PARTITIONS, exclude=frozenset({victim}))
     moved = [p for p, b in before.items() if b == victim]
     assert moved and all(after[p] != victim for p in moved)
-    _wait_produced(cluster, at_least=len(_produced(cluster.dir)[0]) + 20)  # the producer followed the move
-    cluster.producer.stop()
-    cluster.producer = None
-    produced = _produced(cluster.dir)
-    wait_for_metadata(cluster.zk, "t", PARTITIONS)
-    for partition in range(PARTITIONS):
-        assert _fetch_all(cluster, partition) == produced[partition]  # no gap, no duplicate, from the new leader
+    _assert_the_new_leaders_serve_what_was_produced(cluster, more=20)
 
 
 def test_bad_requests_get_errors_and_the_broker_keeps_serving(cluster):
@@ -155,13 +161,7 @@ def test_a_broker_stopped_while_the_producer_writes_hands_over_every_record(clus
     assert cluster.brokers[victim].stop() == 0
     after = wait_for_leaders(cluster.zk, "t", PARTITIONS, exclude=frozenset({victim}))
     assert all(after[p] != victim for p, b in before.items() if b == victim)
-    _wait_produced(cluster, at_least=len(_produced(cluster.dir)[0]) + 50)  # the producer followed the move
-    cluster.producer.stop()
-    cluster.producer = None
-    produced = _produced(cluster.dir)
-    wait_for_metadata(cluster.zk, "t", PARTITIONS)
-    for partition in range(PARTITIONS):
-        assert _fetch_all(cluster, partition) == produced[partition]  # no gap, no duplicate, from the new leader
+    _assert_the_new_leaders_serve_what_was_produced(cluster, more=50)
 
 
 def test_cluster_up_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
