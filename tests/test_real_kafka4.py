@@ -75,3 +75,41 @@ def test_a_cluster_id_never_reads_as_an_option_to_the_storage_tool(monkeypatch):
     drawn = iter([uuid.UUID(bytes=b"\xfb" + bytes(15)), uuid.UUID(int=1), uuid.UUID(bytes=b"\x10" * 16)])
     monkeypatch.setattr(broker.uuid, "uuid4", lambda: next(drawn))
     assert broker._random_uuid() == "EBAQEBAQEBAQEBAQEBAQEA"  # the first starts with "-", the second is reserved
+
+
+def test_making_the_topic_retries_a_node_that_drops_its_connection_mid_start(monkeypatch):
+    """CI saw a node drop the admin client's connection as the cluster came up ("socket disconnected"): a
+    retriable error, retried with a new client; an error that is not retriable is raised at once."""
+    from kafka.errors import KafkaConnectionError, TopicAuthorizationFailedError
+
+    from real_systems.kafka4 import broker
+
+    admins = []
+
+    class FakeAdmin:
+        def __init__(self, **_):
+            self.closed = False
+            admins.append(self)
+
+        def create_topics(self, topics):
+            if len(admins) == 1:
+                raise KafkaConnectionError("socket disconnected")
+            if failure:
+                raise failure
+
+        def describe_topics(self, names):
+            return [{"partitions": [{"leader_id": 1}] * 4}]
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(broker, "KafkaAdminClient", FakeAdmin)
+    monkeypatch.setattr(broker.time, "sleep", lambda _: None)
+    failure = None
+    broker.create_topic("127.0.0.1:1", "t", 4)
+    assert len(admins) == 2 and all(a.closed for a in admins)
+    admins.clear()
+    failure = TopicAuthorizationFailedError("no")
+    with pytest.raises(TopicAuthorizationFailedError):
+        broker.create_topic("127.0.0.1:1", "t", 4)
+    assert len(admins) == 2 and all(a.closed for a in admins)

@@ -121,37 +121,43 @@ def _format(props: Path, cluster_id: str, logging: dict[str, str]) -> None:
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
     """Make `topic` through Kafka's admin API (replicated on every node) and wait until every partition has a
-    leader in the metadata: what `kafka-topics.sh --create` does on a KRaft cluster."""
+    leader in the metadata: what `kafka-topics.sh --create` does on a KRaft cluster.
+
+    The nodes are still coming up when it starts: one may refuse or drop a connection (seen in CI: "socket
+    disconnected" from a node mid-start, which failed the trial), or answer that fewer than three nodes have
+    registered. Each such retriable error is retried with a new admin client until `timeout_s` has passed."""
     deadline = time.monotonic() + timeout_s
     while True:
+        admin = None
         try:
             admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="lab-admin",
                                      request_timeout_ms=10000)
-            break
-        except KafkaError:
-            if time.monotonic() > deadline:
+            _create_and_wait(admin, topic, partitions, deadline, timeout_s)
+            return
+        except KafkaError as error:
+            if not (error.retriable or isinstance(error, (InvalidReplicationFactorError))):
                 raise
-            time.sleep(0.5)  # the quorum has not elected its leader yet
-    try:
-        while True:  # until every node has registered with the controller (fewer cannot hold NODES replicas)
-            try:
-                admin.create_topics([NewTopic(topic, partitions, NODES)])
-                break
-            except TopicAlreadyExistsError:
-                break
-            except InvalidReplicationFactorError:
-                if time.monotonic() > deadline:
-                    raise LabError(f"Topic {topic}: fewer than {NODES} Kafka 4 nodes registered within "
-                                   f"{timeout_s:.0f} s.", "Check the nodes' logs (proc/broker-*.log).") from None
-                time.sleep(0.2)
-        while True:
-            described = admin.describe_topics([topic])[0]
-            led = [p for p in described.get("partitions", []) if p.get("leader_id", p.get("leader", -1)) >= 0]
-            if len(led) == partitions:
-                return
             if time.monotonic() > deadline:
-                raise LabError(f"Topic {topic} did not get a leader for every partition within {timeout_s:.0f} s.",
-                               "Check the nodes' logs in the trial's directory (proc/broker-*.log).")
-            time.sleep(0.2)
-    finally:
-        admin.close()
+                raise LabError(f"Topic {topic} could not be made on Kafka 4's nodes within {timeout_s:.0f} s: "
+                               f"{type(error).__name__} ({error}).",
+                               "Check the nodes' logs in the trial's directory (proc/broker-*.log).") from None
+            time.sleep(0.5)  # the quorum has no leader yet, or a node is still starting
+        finally:
+            if admin is not None:
+                admin.close()
+
+
+def _create_and_wait(admin: KafkaAdminClient, topic: str, partitions: int, deadline: float, timeout_s: float) -> None:
+    try:  # InvalidReplicationFactorError: fewer than NODES nodes have registered with the controller (retried)
+        admin.create_topics([NewTopic(topic, partitions, NODES)])
+    except TopicAlreadyExistsError:
+        pass  # a retry after a lost answer
+    while True:
+        described = admin.describe_topics([topic])[0]
+        led = [p for p in described.get("partitions", []) if p.get("leader_id", p.get("leader", -1)) >= 0]
+        if len(led) == partitions:
+            return
+        if time.monotonic() > deadline:
+            raise LabError(f"Topic {topic} did not get a leader for every partition within {timeout_s:.0f} s.",
+                           "Check the nodes' logs in the trial's directory (proc/broker-*.log).")
+        time.sleep(0.2)
