@@ -2,7 +2,10 @@
 
 The published report is copied into `tmp_path` and the module's paths pointed at the copy, so nothing here
 writes the lab's own REPORT.md. The "full run" is the published run's herd trials under a full profile's
-environment: what matters here is where its section goes and what publishing refuses, not its figures.
+environment: what matters here is where its section goes and what publishing refuses, not its figures. So each
+figure is saved as a placeholder file here, not drawn (`figures_not_drawn`): drawing is most of a render's time
+(about 15 of 25 s here), and this module renders four times. Figures are drawn and checked in `test_herd.py`,
+`test_zombie.py` and `test_main_job.py`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import matplotlib.figure
 import pandas as pd
 import pytest
 
@@ -19,6 +23,15 @@ from experiments.report.render import render
 from lab_cluster.errors import LabError
 
 FULL_HEADING = "## Herd at full size: N up to 32"
+
+
+@pytest.fixture(autouse=True)
+def figures_not_drawn(monkeypatch):
+    """Every figure saved as a small placeholder file where the report links it, its drawing skipped."""
+    def placeholder(figure, path, *args, **kwargs):
+        Path(path).write_bytes(b"not drawn: tests/test_full_runs.py checks the report's text, not its figures")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", placeholder)
 
 
 @pytest.fixture
