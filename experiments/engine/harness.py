@@ -269,6 +269,8 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
     `timelines_for`: the experiments whose trials keep timelines (who processed which partition when) for
     their report sections (`Experiment.keeps_timelines`)."""
     ran = results[results["status"] == "ok"]["trial"].tolist()
+    if not ran:
+        return _nothing_measured(spark, run_uri, specs, results)
     # each trial's events as its task stored them when it ended (`trace_reader.write_columnar`), digested once
     # and cached: every metric below reads the digest, not the records (`experiments/digest.py`), in the Spark
     # settings that suit its size
@@ -309,19 +311,8 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
                 failed = (trials["trial"] == row.trial) & (trials["status"] == "failed")
                 trials.loc[failed, "reason"] = (trials.loc[failed, "reason"].fillna("failed")
                                                 + f"; and the lab starved it: {row.problem}")
-            env = trials["environment"].fillna("{}").map(json.loads)
-            trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
-            trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
-            trials["spark_task_dir"] = env.map(lambda e: e.get("spark_task_dir"))
-            # where a spread group's hosts ran (`host_tasks.py`): one working dir per barrier task
-            trials["host_task_dirs"] = env.map(lambda e: json.dumps([h["dir"] for h in e.get("host_tasks", [])]))
-            summary = trials.merge(per_change, on="trial", how="left")
-            for column in SUMMARY_COLUMNS:
-                if column not in summary:
-                    summary[column] = None
-            summary = summary[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers",
-                                                            *SETUP_PARAMS, "seed", "repetition", "change_index"],
-                                                           na_position="last")
+            _add_environment(trials)
+            summary = _summary(trials.merge(per_change, on="trial", how="left"))
             faulted = [s.trial_id for s in specs if s.experiment in timelines_for and s.trial_id in ran]
             stretches, marks = metrics.timelines(digest.trials(faulted))
             timelines = {"timelines": stretches.toPandas().sort_values(["trial", "partition", "actor", "start_s"]),
@@ -330,6 +321,38 @@ def analyse(spark: SparkSession, run_uri: str, specs: list[TrialSpec], results: 
         digest.release()
     _write(spark, run_uri, summary, per_change, trials.drop(columns=["environment"]), configs, timelines)
     return summary.reset_index(drop=True)
+
+
+def _nothing_measured(spark: SparkSession, run_uri: str, specs: list[TrialSpec],
+                      results: pd.DataFrame) -> pd.DataFrame:
+    """`analyse` where no trial ran to its end: there is nothing to measure, so no Spark job runs (planning the
+    metrics alone took 15 s, 40 s in a new session), and the run gets its verdict at once. Its summary has a row
+    per trial, every metric empty; no change was measured and no timeline drawn (`changes` empty, no
+    timelines.csv: the report draws none)."""
+    trials = pd.DataFrame([s.as_row() for s in specs]).merge(results, on="trial", how="left")
+    _add_environment(trials)
+    summary = _summary(trials)
+    _write(spark, run_uri, summary, summary.iloc[:0], trials.drop(columns=["environment"]), {}, {})
+    return summary.reset_index(drop=True)
+
+
+def _add_environment(trials: pd.DataFrame) -> None:
+    """What each trial's task recorded of where it ran, as columns of `trials`."""
+    env = trials["environment"].fillna("{}").map(json.loads)
+    trials["zk_backend"] = env.map(lambda e: e.get("zk_backend"))
+    trials["zk_version"] = env.map(lambda e: e.get("zk_version"))
+    trials["spark_task_dir"] = env.map(lambda e: e.get("spark_task_dir"))
+    # where a spread group's hosts ran (`host_tasks.py`): one working dir per barrier task
+    trials["host_task_dirs"] = env.map(lambda e: json.dumps([h["dir"] for h in e.get("host_tasks", [])]))
+
+
+def _summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """The run's summary: a row per (trial, change), its columns `SUMMARY_COLUMNS` (empty where not measured)."""
+    for column in SUMMARY_COLUMNS:
+        if column not in rows:
+            rows[column] = None
+    return rows[SUMMARY_COLUMNS].sort_values(["experiment", "variant", "design", "consumers", *SETUP_PARAMS, "seed",
+                                              "repetition", "change_index"], na_position="last")
 
 
 def consumer_configs(events: DataFrame) -> dict[str, dict]:
@@ -353,6 +376,8 @@ def _write(spark: SparkSession, run_uri: str, summary: pd.DataFrame, per_change:
         (local / "configs.json").write_text(json.dumps(configs, indent=1, sort_keys=True) + "\n")
         return
     for name, table in tables.items():
+        if table.empty:  # Spark infers no schema from no rows; an empty table is left unwritten
+            continue
         spark.createDataFrame(table.astype(str)).write.mode("overwrite").parquet(
             store.join(run_uri, "results", f"{name}.parquet"))
     spark.createDataFrame(summary.astype(str)).coalesce(1).write.mode("overwrite").option("header", True).csv(
