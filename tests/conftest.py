@@ -44,10 +44,13 @@ REPO = Path(__file__).resolve().parent.parent
 #: the test files that take minutes, heaviest first (from a whole run's `--durations`): sent to the two workers
 #: before every other file. xdist hands out whole files in collection order (`--dist loadfile
 #: --no-loadscope-reorder`, in pyproject.toml); its own order, by number of tests, sent exactly these last, and a
-#: file of minutes handed out last keeps one worker busy while the other has nothing left to do.
-HEAVY_FIRST = ("test_main_job.py", "test_each_experiment.py", "test_host_tasks.py", "test_spark_cluster.py",
-               "test_legacy.py", "test_full_runs.py", "test_kafka_clients.py", "test_digest.py", "test_modern.py",
-               "test_spark_session.py", "test_metrics.py", "test_host_health.py")
+#: file of minutes handed out last keeps one worker busy while the other has nothing left to do. Files whose trials
+#: run through the Spark harness (`SLOTTED`) alternate with files that run none: such trials share the machine's
+#: trial slots (`experiments/engine/slots.py`: three here), so two of those files at once wait on each other.
+SLOTTED = ("test_each_experiment.py", "test_main_job.py", "test_host_tasks.py", "test_spark_cluster.py")
+UNSLOTTED = ("test_legacy.py", "test_kafka_clients.py", "test_digest.py", "test_modern.py")
+HEAVY_FIRST = (*(name for pair in zip(SLOTTED, UNSLOTTED, strict=True) for name in pair),
+               "test_full_runs.py", "test_spark_session.py", "test_metrics.py", "test_host_health.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

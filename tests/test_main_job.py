@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, cli, run_experiment
+from conftest import REPO, cli, module_session, run_experiment
 
 from experiments.catalogue import EXPERIMENTS, herd
 from experiments.engine.families import FAMILIES
@@ -37,6 +37,13 @@ from lab_cluster.errors import LabError
 from lab_cluster.ports import free_port
 
 pytestmark = [pytest.mark.spark]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """This module's Spark session: three task slots, so that the herd grid's trials run three at a time, as the
+    main job runs them (`reproduce`: "3 at a time per machine")."""
+    yield from module_session("local[3]")
 
 
 def _stated() -> int:
@@ -59,12 +66,12 @@ def test_a_herd_grid_runs_through_spark_on_the_embedded_backend(spark, tmp_path,
     # read on the driver and carried to the tasks: the Spark workers started with the test process's
     # environment, so only the carried request can make them use the embedded backend
     monkeypatch.setenv("LAB_ZK_BACKEND", "embedded")
-    # two at a time, as the main job runs its trials (the module's session has two task slots)
+    # three at a time, as the main job runs its trials (the module's session has three task slots)
     # the lab's designs: the real systems' JVMs have smoke trials of their own (tests/test_real_kafka*.py), and
     # the zookeeper and classic designs' herd trials run on the Spark cluster (tests/test_spark_cluster.py)
     lab_designs = tuple(d for d in herd.DESIGNS if not FAMILIES[d].counterpart and d not in ON_THE_CLUSTER)
     _, specs, summary = run_experiment(spark, tmp_path, herd.grid("standard", designs=lab_designs, consumers=[2]),
-                                       trials_per_machine=2)
+                                       trials_per_machine=3)
     assert sorted(s.design for s in specs) == sorted(lab_designs)
     failed = summary[summary.status != "ok"]
     assert failed.empty, failed[["trial", "reason"]].to_string()
