@@ -147,6 +147,7 @@ class LegacyConsumer:
         self._streams = {tid: Stream(tid, trace, processing_ms=config.lab_processing_ms,
                                      max_chunks=config.queued_max_message_chunks) for tid in self.thread_ids}
         self._checkpointed: dict[Key, int] = {}     # checkpointedZkOffsets: the last offset written per partition
+        self._commit_lock = threading.Lock()       # offsetsChannelLock: one commit's writes at a time
         self._triggered = threading.Event()         # isWatcherTriggered
         self._shutting_down = threading.Event()     # isShuttingDown
         self._closing = False  # its own session is being closed (`stop`): the LOST that follows is no expiry
@@ -394,12 +395,20 @@ class LegacyConsumer:
     # -- offsets -----------------------------------------------------------------------
     def _commit_offsets(self, why: str) -> None:
         """0.8's `commitOffsets`: a snapshot of the registry's positions, then one write per position that moved
-        since the last one written (each waits for a connection, as all 0.8's writes do)."""
-        with self._lock:
-            snapshot = {key: (info.consumed, info.thread_id) for key, info in self._registry.items()}
-        for key, position, thread_id in rules.commit_offsets_due(snapshot, self._checkpointed):
-            commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id, why=why)
-            self._checkpointed[key] = position
+        since the last one written (each waits for a connection, as all 0.8's writes do).
+
+        Snapshot and writes are one step under `offsetsChannelLock`, as in 0.8.2.2 (whose `commitOffsets` reads
+        `topicRegistry` inside the lock): an auto-commit and a rebalance's commit never interleave, and the later
+        one writes the later positions. With the snapshot outside the lock (as the lab had it), an auto-commit's
+        older positions could land after a rebalance's commit, and the partitions' next owners fetched again what
+        was already processed."""
+        with self._commit_lock:
+            with self._lock:
+                snapshot = {key: (info.consumed, info.thread_id) for key, info in self._registry.items()}
+            for key, position, thread_id in rules.commit_offsets_due(snapshot, self._checkpointed):
+                commit_offset(self.zk, self.trace, self.config.group_id, key[0], key[1], position, thread_id,
+                              why=why)
+                self._checkpointed[key] = position
 
     def _auto_commit_loop(self) -> None:
         """0.8's auto-commit, `scheduleAtFixedRate`: a tick every interval from the start; ticks that fell due

@@ -141,7 +141,11 @@ def test_a_graceful_handover_loses_and_duplicates_nothing(group):
         time.sleep(0.2)
     processed = [(e["partition"], e["offset"]) for i in range(2) for e in group.events(i, "processed")]
     expected = [(p, o) for p, items in produced.items() for o, _ in items]
-    assert sorted(processed) == sorted(expected)  # each produced message processed exactly once
+    # each produced message processed exactly once; if not, which were missed, processed twice, or never produced
+    missed, extra = sorted(set(expected) - set(processed)), sorted(set(processed) - set(expected))
+    twice = sorted(m for m in set(processed) if processed.count(m) > 1)
+    assert sorted(processed) == sorted(expected), (f"missed {len(missed)} {missed[:10]}; twice {len(twice)} "
+                                                   f"{twice[:10]}; never produced {len(extra)} {extra[:10]}")
     assert c2.state is ConsumerState.CONSUMING
     # a graceful stop closes the session: kazoo reports LOST for it, but nothing expired (0.8's ZkClient.close())
     assert group.events(0, "consumer_stop") and not group.events(0, "session_expired")
