@@ -54,7 +54,7 @@ from .auto_commit import AsyncAutoCommit, AutoCommitTimer
 from .config import ConsumerConfig
 from .coordinator_link import ConsumerFailed
 from .error_policy import ErrorAction, commit_retriable, error_action
-from .fetcher import Fetcher
+from .fetcher import Fetcher, record_resets
 from .group_member import GroupMember
 from .leader_assignment import AssignorFailed, encode_user_data, leader_subscriptions, problems, run_assignor
 from .member import NO_GENERATION, ClassicMemberState, Generation, RebalanceListener, TopicPartition
@@ -77,10 +77,8 @@ class ModernConsumer(GroupMember):
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
                                timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms,
                                offset_reset=config.auto_offset_reset,
-                               on_reset=lambda tp, was, now: self.trace.record(
-                                   "offset_reset", topic=tp[0], partition=tp[1], position=was, offset=now,
-                                   policy=config.auto_offset_reset, member=self.member_id,
-                                   generation=self.generation.generation_id))
+                               on_reset=record_resets(self.trace, config.auto_offset_reset,
+                                                      lambda: (self.member_id, self.generation.generation_id)))
         # the periodic auto-commit goes on a thread of its own (Java's maybeAutoCommitOffsetsAsync); one commit at a
         # time is sent, whichever thread sends it, so each carries the positions the last one did not
         self._commit_lock = threading.Lock()

@@ -27,6 +27,17 @@ from lab_cluster.wire import ErrorCode, WireClient, WireError
 from .member import TopicPartition
 
 
+def record_resets(trace, policy: str, member: Callable[[], tuple[str, int]]) -> Callable[[TopicPartition, int, int],
+                                                                                          None]:
+    """An `on_reset` that records each reset in `trace` as an `offset_reset` event: the partition, the position
+    out of range and the one `policy` gave, and the member and generation (or epoch) `member()` gives then."""
+    def on_reset(tp: TopicPartition, was: int, now: int) -> None:
+        member_id, generation = member()
+        trace.record("offset_reset", topic=tp[0], partition=tp[1], position=was, offset=now, policy=policy,
+                     member=member_id, generation=generation)
+    return on_reset
+
+
 class Fetcher:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, *, max_records: int, timeout_s: float,
                  processing_ms: int = 0, offset_reset: str = "latest",

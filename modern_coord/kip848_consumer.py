@@ -115,7 +115,7 @@ from lab_cluster.wire import ErrorCode, WireClient
 from .auto_commit import AsyncAutoCommit, AutoCommitTimer
 from .config import ConsumerConfig
 from .coordinator_link import ConsumerFailed, CoordinatorLink
-from .fetcher import Fetcher
+from .fetcher import Fetcher, record_resets
 from .member import RebalanceListener, TopicPartition
 from .membership import HeartbeatAction, Kip848MemberState, Membership, Reconciliation, from_topic_partitions
 
@@ -184,10 +184,9 @@ class Kip848Consumer(CoordinatorLink):
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
                                timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms,
                                offset_reset=config.auto_offset_reset,
-                               on_reset=lambda tp, was, now: self.trace.record(
-                                   "offset_reset", topic=tp[0], partition=tp[1], position=was, offset=now,
-                                   policy=config.auto_offset_reset, member=self.membership.member_id,
-                                   generation=self.membership.member_epoch))
+                               on_reset=record_resets(
+                                   self.trace, config.auto_offset_reset,
+                                   lambda: (self.membership.member_id, self.membership.member_epoch)))
         self._commit_lock = threading.Lock()  # one commit at a time, whichever thread sends it
         self.auto_commit = AsyncAutoCommit(
             AutoCommitTimer(interval_ms=config.auto_commit_interval_ms, retry_backoff_ms=config.retry_backoff_ms,

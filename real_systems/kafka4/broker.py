@@ -135,7 +135,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
             _create_and_wait(admin, topic, partitions, deadline, timeout_s)
             return
         except KafkaError as error:
-            if not (error.retriable or isinstance(error, (InvalidReplicationFactorError))):
+            if not (error.retriable or isinstance(error, InvalidReplicationFactorError)):
                 raise
             if time.monotonic() > deadline:
                 raise LabError(f"Topic {topic} could not be made on Kafka 4's nodes within {timeout_s:.0f} s: "
