@@ -60,6 +60,10 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("commit", ("member", "topic", "partition", "offset", "outcome"),
               "an offset commit and its outcome: `accepted`, `fenced` or an error"),
     EventKind("commit_error", ("member", "error"), "a commit could not be made at all"),
+    EventKind("partitions_seen", ("topic", "partitions", "before"),
+              "an actor learnt that a topic it serves or subscribes to has more partitions (`partitions`) than it "
+              "knew (`before`), the way its design learns it: a consumer (`member`), or the coordinator or master "
+              "that assigns for its group (`broker`)"),
     # -- the ZooKeeper era (legacy_zk) -----------------------------------------------------------------
     EventKind("zk_read", ("op", "path"), "a read request to ZooKeeper (`zkclient.py: TracedZk`)"),
     EventKind("zk_write", ("op", "path"), "a write request to ZooKeeper"),
@@ -163,6 +167,9 @@ KINDS: dict[str, EventKind] = _kinds(
     EventKind("hosts_placed", ("hosts",), "the group's hosts started as tasks of a Spark barrier stage, and where "
               "each ran (`experiments/engine/host_tasks.py`)"),
     EventKind("membership", ("member", "action"), "the runner added or removed a member"),
+    EventKind("topic_grown", ("topic", "before", "partitions"),
+              "the runner added partitions to the topic (`grow`): `before` to `partitions`, as its system's admin "
+              "tool does it"),
     EventKind("change", ("index", "change", "members_before", "members_after"), "a step of the scenario begins"),
     EventKind("converged", ("index", "members"), "the runner saw the group converged after a change"),
     EventKind("not_converged", ("index",), "it did not converge within the limit"),

@@ -73,6 +73,30 @@ def write_topic(zk: KazooClient, topic: str, replicas: dict[int, list[int]]) -> 
         return False
 
 
+def add_partitions(zk: KazooClient, topic: str, partitions: int, brokers: list[int],
+                   replication_factor: int = 3) -> dict[int, list[int]]:
+    """Grow `topic` to `partitions` partitions, as Kafka's `kafka-topics.sh --alter --partitions` does in the
+    ZooKeeper era (`AdminUtils.addPartitions`): the existing partitions keep their replicas, the new ones are
+    placed round-robin after them, and the topic's znode is rewritten with the whole assignment (and its id).
+    Every watcher of that znode hears a data change: the controller, which elects the new partitions' leaders,
+    the brokers, and a ZooKeeper-era consumer's topic listener. Returns the new assignment.
+
+    Idempotent for the same target, so a caller may retry it after a ConnectionLoss. A departure: Kafka starts
+    the new partitions' round-robin at partition 0's first replica with a random shift; the lab continues its
+    own fixed round-robin, as if the topic had been made with `partitions` at first."""
+    data, stat = zk.get(L.topic_path(topic))
+    current = L.parse_topic_assignment(data)
+    if partitions == len(current):
+        return current
+    if partitions < len(current):
+        raise LabError(f"Topic {topic} has {len(current)} partitions; it cannot shrink to {partitions}.",
+                       "Kafka only adds partitions: give a larger count.")
+    grown = {**current, **{p: r for p, r in L.assign_replicas(partitions, brokers, replication_factor).items()
+                           if p not in current}}
+    zk.set(L.topic_path(topic), L.topic_assignment(grown, L.parse_topic_id(data)), version=stat.version)
+    return grown
+
+
 def leaders(zk: KazooClient, topic: str) -> dict[int, int]:
     """{partition: leader broker id} as the partition state znodes say now."""
     out = {}
