@@ -74,6 +74,12 @@ window runs from its `change` event to the next change (or `end`). Within it:
   counts them (`catalogue/assignors_replay.py`);
 - `first_message_ms`: for a `join`, the joiner's time from its start
   (`consumer_start`) to its first processed record (`first_messages`);
+- `learnt_ms`, `first_new_owned_ms`, `new_processing_ms` and
+  `new_unowned_partition_s`: for a `grow`, from the topic's growth until the
+  design first knew of the new partitions, until one was first owned, until
+  every one had been processed, and their unowned partition-seconds
+  (`growth`); a partition a `grow` added exists from its `topic_grown` on
+  (`_partitions`), so the window's ownership metrics count it from then;
 - `members_revoking`: the consumers other than the change's own (`about`: the
   restarted, joining or leaving member) with a `revoked` event naming at least
   one partition in the window (every family records one when it lets
@@ -197,10 +203,17 @@ def _tally(events: DataFrame, windows: DataFrame, counts: dict[str, tuple[str, .
 
 
 def _partitions(events: DataFrame) -> DataFrame:
-    """trial, topic, partition, ts_ns (the trial's setup): every partition, owned or not."""
-    setup = events.where((F.col("actor") == "scenario") & (F.col("kind") == "setup"))
-    return setup.select("trial", "topic", "ts_ns",
-                        F.explode(F.sequence(F.lit(0), field("partitions").cast("int") - 1)).alias("partition"))
+    """trial, topic, partition, ts_ns (since when it exists): every partition, owned or not: the topic's at the
+    trial's setup, and those a `grow` added, from its `topic_grown`."""
+    scenario = events.where(F.col("actor") == "scenario")
+    setup = scenario.where(F.col("kind") == "setup").select(
+        "trial", "topic", "ts_ns", F.explode(F.sequence(F.lit(0), field("partitions").cast("int") - 1))
+        .alias("partition"))
+    grown = scenario.where((F.col("kind") == "topic_grown")
+                           & (field("partitions").cast("int") > field("before").cast("int"))).select(
+        "trial", "topic", "ts_ns", F.explode(F.sequence(field("before").cast("int"),
+                                                        field("partitions").cast("int") - 1)).alias("partition"))
+    return setup.unionByName(grown)
 
 
 def owner_steps(events: DataFrame, intervals: DataFrame) -> DataFrame:
@@ -443,6 +456,49 @@ def first_messages(ce: DataFrame, stretches: DataFrame, windows: DataFrame) -> D
             .select(*KEYS, ((F.col("first_ns") - F.col("started_ns")) / 1e6).alias("first_message_ms")))
 
 
+def growth(events: DataFrame, intervals: DataFrame, stretches: DataFrame, segments: DataFrame,
+           windows: DataFrame) -> DataFrame:
+    """KEYS, learnt_ms, first_new_owned_ms, new_processing_ms, new_unowned_partition_s: for a `grow`, from the
+    moment the topic grew (`topic_grown`) until
+
+    - `learnt_ms`: some actor of the design first knew the new count (`partitions_seen` with at least it: a
+      consumer, or the coordinator or master that assigns for the group); null if none recorded it (a real
+      client, which the lab does not trace inside);
+    - `first_new_owned_ms`: a consumer first owned one of the new partitions (an `assigned` naming it);
+    - `new_processing_ms`: every new partition had been processed (each one's first record after the growth,
+      the latest of them); null if one was never processed in the window;
+
+    and `new_unowned_partition_s`: the new partitions' partition-seconds with no owner in the window, from
+    their creation."""
+    w = windows.select(*KEYS, "start_ns", "stop_ns")
+    grown = (events.where((F.col("actor") == "scenario") & (F.col("kind") == "topic_grown"))
+             .select("trial", F.col("ts_ns").alias("grown_ns"), field("before").cast("int").alias("before"),
+                     field("partitions").cast("int").alias("after"))
+             .join(w, "trial").where((F.col("grown_ns") >= F.col("start_ns")) & (F.col("grown_ns") < F.col("stop_ns")))
+             .select(*KEYS, "grown_ns", "before", "after", F.col("stop_ns").alias("w_stop")))
+    after_growth = (F.col("ts_ns") >= F.col("grown_ns")) & (F.col("ts_ns") < F.col("w_stop"))
+    since = (F.min("ts_ns") - F.first("grown_ns")) / 1e6
+    learnt = (events.where(F.col("kind") == "partitions_seen")
+              .select("trial", "ts_ns", field("partitions").cast("int").alias("_seen")).join(grown, "trial")
+              .where(after_growth & (F.col("_seen") >= F.col("after"))).groupBy(*KEYS).agg(since.alias("learnt_ms")))
+    new = (F.col("partition") >= F.col("before")) & (F.col("partition") < F.col("after"))
+    owned = (intervals.select("trial", "partition", F.col("start_ns").alias("ts_ns")).join(grown, "trial")
+             .where(new & after_growth).groupBy(*KEYS).agg(since.alias("first_new_owned_ms")))
+    firsts = (stretches.select("trial", "partition", F.col("start_ns").alias("ts_ns")).join(grown, "trial")
+              .where(new & after_growth).groupBy(*KEYS, "partition")
+              .agg(F.min("ts_ns").alias("ts_ns"), F.first("grown_ns").alias("grown_ns"),
+                   F.first("before").alias("before"), F.first("after").alias("after")))
+    processing = firsts.groupBy(*KEYS).agg(
+        F.when(F.count(F.lit(1)) == F.first(F.col("after") - F.col("before")),
+               (F.max("ts_ns") - F.first("grown_ns")) / 1e6).alias("new_processing_ms"))
+    unowned = (segments.where(F.col("owners") == 0).join(grown, "trial").where(new)
+               .withColumn("len_ns", F.least("stop_ns", "w_stop") - F.greatest("ts_ns", "grown_ns"))
+               .where(F.col("len_ns") > 0).groupBy(*KEYS)
+               .agg((F.sum("len_ns") / NS_PER_S).alias("new_unowned_partition_s")))
+    return (grown.select(*KEYS).join(learnt, KEYS, "left").join(owned, KEYS, "left").join(processing, KEYS, "left")
+            .join(unowned, KEYS, "left").fillna(0.0, subset=["new_unowned_partition_s"]))
+
+
 def processing_resumed(control: DataFrame, stretches: DataFrame, windows: DataFrame,
                        gap_s: float = PROCESSING_GAP_S) -> DataFrame:
     """KEYS, processing_resumed_ms: from the change until every partition was processed again.
@@ -485,6 +541,7 @@ def change_metrics(events: DataFrame | Digest) -> DataFrame:
     d = digest_of(events)
     events, ce, windows, intervals = d.control, d.consumers, d.windows, d.intervals
     steps = owner_steps(events, intervals)
+    segments = ownership_segments(steps)
     lost = d.stretches.select("trial", F.explode("lost").alias("n")).select("trial", "n.change_index", "n.times")
     parts = [
         _tally(node_watch_events(ce).unionByName(membership_reads(ce)), windows,
@@ -502,7 +559,8 @@ def change_metrics(events: DataFrame | Digest) -> DataFrame:
         in_window(after_loss(ce.where(commit_outcome("accepted")), intervals), windows).groupBy(*KEYS).agg(
             F.sum("times").alias("zombie_commits_accepted")),
         lost.where(F.col("change_index").isNotNull()).groupBy(*KEYS).agg(F.sum("times").alias("processed_after_loss")),
-        _seconds_per_window(ownership_segments(steps), windows, ("unowned_partition_s", "double_owned_partition_s")),
+        _seconds_per_window(segments, windows, ("unowned_partition_s", "double_owned_partition_s")),
+        growth(events, intervals, d.stretches, segments, windows),
         _seconds_per_window(ownership_segments(owner_steps(events, processing_intervals(d))), windows,
                             ("unprocessed_partition_s", "double_processed_partition_s")),
         processing_resumed(events, d.stretches, windows),

@@ -41,6 +41,12 @@ class RealBrokers:
     #: metadata in ZooKeeper (KRaft); None: the trial writes the topic's znode, which a ZooKeeper-mode
     #: controller reads
     create_topic: Callable[[str, str, int], None] | None = None
+    #: (bootstrap, topic, partitions) -> None: grow the topic to `partitions` as the system's admin tool does, and
+    #: wait for the new partitions' leaders (Kafka 4's CreatePartitions, RocketMQ's updateTopic), where the
+    #: brokers keep no metadata in ZooKeeper; None: the trial rewrites the topic's znode, which a ZooKeeper-mode
+    #: controller watches (Kafka 0.8's `AddPartitionsListener`), or, for a system with `create_topic` and no way
+    #: to grow a topic here, the `grow` step is refused
+    add_partitions: Callable[[str, str, int], None] | None = None
     #: (trial_dir) -> a `LabProcess` with `address` ("host:port"): a name server the brokers register with
     #: (RocketMQ's), started once per trial before them; each broker's `start` then gets its address where a
     #: ZooKeeper connect string goes, and consumers of a family whose `address` is "namesrv" get it as theirs.

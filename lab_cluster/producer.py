@@ -6,6 +6,9 @@ carrying `rate x interval` messages, whose values name them:
 recorded in the trace as `produced` with its (topic, partition, offset): that
 record is what duplicates and gaps are counted against.
 
+Following the topic. It watches the topic's znode and starts a thread for each
+partition it names: every one at first, and those a `grow` adds, at once.
+
 Following leadership. Leaders come from ZooKeeper (the partition state znodes,
 watched). On NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE or
 UNKNOWN_TOPIC_OR_PARTITION the thread waits for the leader to change and retries.
@@ -53,25 +56,38 @@ class Producer:
         self._leaders: dict[int, int] = {}
         self._changed = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._started: set[int] = set()  # the partitions a thread writes to
         self.produced = 0
 
     def start(self) -> Producer:
         self.zk.start(timeout=30)
-        partitions = L.parse_topic_assignment(self.zk.get(L.topic_path(self.topic))[0])
-        for p in sorted(partitions):
-            self.zk.DataWatch(L.partition_state_path(self.topic, p),
-                              lambda data, stat, event=None, p=p: self._on_state(p, data))
-            t = threading.Thread(target=self._run_partition, args=(p,), name=f"produce-{p}", daemon=True)
-            self._threads.append(t)
-        for t in self._threads:
-            t.start()
+        self.zk.DataWatch(L.topic_path(self.topic), self._on_topic)
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
+    def _on_topic(self, data: bytes | None, stat, event=None) -> None:
+        """Start a thread for every partition the topic's znode names and none has yet: all of them at first,
+        then those a `grow` adds (the znode is rewritten). The producer is the lab's load, not a design under
+        test: it learns of new partitions at once, so that a design's delay to process them is its own (Kafka's
+        producer would wait for its metadata refresh, `metadata.max.age.ms`)."""
+        if not data:
+            return
         with self._changed:
+            new = sorted(set(L.parse_topic_assignment(data)) - set(self._started))
+            if self._stop.is_set():
+                return
+            for p in new:
+                self._started.add(p)
+                self.zk.DataWatch(L.partition_state_path(self.topic, p),
+                                  lambda data, stat, event=None, p=p: self._on_state(p, data))
+                t = threading.Thread(target=self._run_partition, args=(p,), name=f"produce-{p}", daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stop.set()
             self._changed.notify_all()
-        for t in self._threads:
+        for t in list(self._threads):
             t.join(30)
         self.zk.stop()
         self.zk.close()

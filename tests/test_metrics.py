@@ -225,6 +225,26 @@ def traces(tmp_path_factory):
         (3.2, "tubemq_event", {"event": "disconnect", "partitions": [], "rebalance_id": 7}),
         (3.3, "tubemq_event", {"event": "connect", "partitions": [], "rebalance_id": 7}),  # one master round
         (3.4, "assigned", {"partitions": [["t", 1]], "view": "master"})], design="tubemq-server")
+    # -- trial "grow": the topic grows from 2 to 4 partitions at 10.1 s under c1 alone ---------------------
+    g = root / "grow"
+    _write(g, "grow", "scenario", [
+        (0.5, "setup", {"topic": "t", "partitions": 2}),
+        (10.0, "change", {"index": 1, "change": "grow", "members_before": 1, "members_after": 1,
+                          "members": ["c1"], "member": "partitions-4"}),
+        (10.1, "topic_grown", {"topic": "t", "before": 2, "partitions": 4}),
+        (16.0, "end", {})], design="classic")
+    _write(g, "grow", "c1", [
+        (0.6, "consumer_start", {}),
+        (1.0, "assigned", {"partitions": [["t", 0], ["t", 1]], "generation": 1}),
+        (11.0, "partitions_seen", {"topic": "t", "partitions": 3, "before": 2}),  # not yet the whole growth
+        (12.0, "partitions_seen", {"topic": "t", "partitions": 4, "before": 3}),  # learnt: 1.9 s after
+        (12.5, "revoked", {"partitions": [["t", 0], ["t", 1]], "generation": 1}),
+        (13.0, "assigned", {"partitions": [["t", 0], ["t", 1], ["t", 2], ["t", 3]], "generation": 2}),
+        (13.5, "processed", {"topic": "t", "partition": 2, "offset": 0}),
+        (14.0, "processed", {"topic": "t", "partition": 3, "offset": 0}),  # every new one processed: 3.9 s
+        (14.2, "processed", {"topic": "t", "partition": 3, "offset": 1})], design="classic")
+    _write(g, "grow", "producer", [(10.5, "produced", {"topic": "t", "partition": p, "offset": 0}) for p in (2, 3)]
+           + [(10.6, "produced", {"topic": "t", "partition": 3, "offset": 1})], design="classic")
     # -- trial "cut": a trace that was never closed, and a message nobody produced -----------------
     c = root / "cut"
     _write(c, "cut", "c1", [(1.0, "consumer_start", {}),
@@ -288,6 +308,17 @@ def test_rocketmq_pushes_are_notifications_its_requests_are_group_requests_and_a
     assert rocket["first_message_ms"] == pytest.approx(800.0)  # j1 started at 2.1 s, processed at 2.9 s
     assert rocket["view_divergence"] == 1  # by 2.6 s both worked from "c1,j1"; c1's old view ended at 2.5 s
     assert changes["join"]["first_message_ms"] is None  # the joiner there named no member in its change
+
+
+def test_a_grown_topic_is_learnt_owned_and_processed_from_the_moment_it_grew(changes):
+    grow = changes["grow"]
+    assert grow["learnt_ms"] == pytest.approx(1900.0)  # the first partitions_seen of all 4, at 12 s
+    assert grow["first_new_owned_ms"] == pytest.approx(2900.0)  # c1 assigned 2 and 3 at 13 s
+    assert grow["new_processing_ms"] == pytest.approx(3900.0)  # partition 3's first record, at 14 s
+    assert grow["new_unowned_partition_s"] == pytest.approx(2 * 2.9)  # both new ones, 10.1 s to 13 s
+    assert grow["unowned_partition_s"] == pytest.approx(2 * 2.9 + 2 * 0.5)  # and the old ones, revoked 12.5-13 s
+    assert grow["converged"] and grow["convergence_ms"] == pytest.approx(3000.0)  # every one of the 4 owned
+    assert changes["join"]["learnt_ms"] is None and changes["join"]["new_unowned_partition_s"] is None
 
 
 def test_a_departed_share_nobody_takes_is_unowned_at_the_end_and_tubemqs_data_path_is_not_control(changes):

@@ -87,6 +87,19 @@ class Stage:
         self.killed = None
         self.done.append(f"restart broker-{broker_id}")
 
+    topic_partitions = 4
+    params: dict[str, float] = {}
+
+    def param(self, name: str) -> float:
+        return self.params.get(name, STEPS["grow"].params.get(name, 0.0))
+
+    def partitions(self) -> int:
+        return self.topic_partitions
+
+    def grow_topic(self, partitions: int) -> None:
+        self.topic_partitions = partitions
+        self.done.append(f"grow to {partitions}")
+
 
 def run(stage: Stage, steps: list[str], members: list[str]) -> list[tuple[list[str], str]]:
     """Plan and act each step in turn, as the runner does: (membership after, about) per step."""
@@ -136,6 +149,17 @@ def test_the_victim_departs_for_good_and_a_replacement_may_join():
         STEPS["depart"].plan(Stage(victim=False), ["c1"])
 
 
+def test_grow_doubles_the_topic_or_grows_it_to_grow_to_and_changes_no_membership():
+    stage = Stage()
+    assert run(stage, ["grow", "grow"], ["c1", "c2"]) == [(["c1", "c2"], "partitions-8"),
+                                                          (["c1", "c2"], "partitions-16")]
+    stage.params = {"grow_to": 20}
+    assert run(stage, ["grow"], ["c1"]) == [(["c1"], "partitions-20")]
+    assert stage.done == ["grow to 8", "grow to 16", "grow to 20"] and "grow" in CLUSTER_STEPS
+    with pytest.raises(StepImpossible, match="a topic only grows"):
+        STEPS["grow"].plan(stage, ["c1"])
+
+
 def test_a_step_that_cannot_be_taken_says_why():
     with pytest.raises(StepImpossible, match="leave has no joined consumer"):
         STEPS["leave"].plan(Stage(), ["c1"])
@@ -146,7 +170,7 @@ def test_a_step_that_cannot_be_taken_says_why():
 def test_the_registry_is_what_specs_and_the_cross_check_read():
     assert MEMBERSHIP_CHANGES == ("join", "leave", "depart", "churn", "restart")
     assert FAULT_STEPS == {"pause", "resume", "cut", "heal", "crash"}
-    assert CLUSTER_STEPS == {"broker_kill", "broker_stop", "broker_restart", "zk_stop", "zk_start"}
+    assert CLUSTER_STEPS == {"broker_kill", "broker_stop", "broker_restart", "zk_stop", "zk_start", "grow"}
     assert VICTIM_STEPS == FAULT_STEPS | {"depart"}
     assert SPREAD_STEPS == VICTIM_STEPS | {"restart"}
     with pytest.raises(LabError, match="Unknown scenario step"):

@@ -73,7 +73,8 @@ METRICS = ["notifications_per_change", "zk_requests_per_change", "membership_rea
            "zombie_commits_accepted", "processed_after_loss", "offsets_moved_backwards", "commits_fenced",
            "members_fenced", "requests_fenced",
            "first_message_ms", "partitions_moved", "partitions_spread", "members_revoking", "partitions_revoked",
-           "generations", "unprocessed_partition_s", "processing_resumed_ms"]
+           "generations", "unprocessed_partition_s", "processing_resumed_ms",
+           "learnt_ms", "first_new_owned_ms", "new_processing_ms", "new_unowned_partition_s"]
 CHECKS = ["server_notifications", "client_notifications", "client_unheard", "server_packets_received",
           "client_requests"]
 SUMMARY_COLUMNS = [*IDENTITY, "status", "reason", *METRICS, *CHECKS, "messages_produced", "messages_processed",

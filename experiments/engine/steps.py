@@ -34,6 +34,9 @@ the group has converged on that membership.
 |          | (`zk_stop_leader`: its leader); `zk_down_s` before the next step  |               |
 | `zk_start` | start that server again, with its id, ports and data, and wait  | the same      |
 |          | until the ensemble has one leader and every broker's metadata agrees |            |
+| `grow`   | add partitions to the topic, to `grow_to` (0: twice as many), as | the same      |
+|          | its system's admin tool does; wait until every partition has a   |               |
+|          | leader                                                           |               |
 
 `membership_change`: the step changes who is in the group and nothing else
 (no session or link is harmed), so the cross-check with the servers judges it
@@ -63,6 +66,12 @@ and a ZooKeeper server's stop and start, change no membership:
 member settled, every partition held once), and then to hold `hold_s` (a
 broker's return: `return_hold_s`; a stopped ZooKeeper server: `zk_down_s`) so
 that the window sees whatever the change sets off later.
+
+A topic's growth (`grow`, the grow experiment) changes no membership either:
+the group is whole again once every partition, old and new, is owned once
+(and, where a planner moves only some members, the loads are even). How long
+that takes is the design's way of learning of new partitions, which is the
+question: the runner waits for it up to the trial's `converge_limit_s`.
 """
 
 from __future__ import annotations
@@ -102,6 +111,9 @@ class Stage(Protocol):
     def zk_down(self) -> int | None: ...  # the ZooKeeper server stopped and not yet started
     def stop_zk(self, sid: int) -> None: ...
     def start_zk(self, sid: int) -> None: ...  # start it again; wait for a leader and the brokers' metadata
+    def param(self, name: str) -> float: ...  # one of the trial's parameters (`TrialSpec.param`)
+    def partitions(self) -> int: ...  # the topic's partitions now
+    def grow_topic(self, partitions: int) -> None: ...  # add partitions up to this count; wait for their leaders
 
 
 @dataclass(frozen=True)
@@ -206,6 +218,14 @@ def _zk_start(stage: Stage, members: list[str]) -> Plan:
     return Plan(list(members), f"zk{sid}", lambda: stage.start_zk(sid))
 
 
+def _grow(stage: Stage, members: list[str]) -> Plan:
+    now = stage.partitions()
+    target = int(stage.param("grow_to")) or 2 * now
+    if target <= now:
+        raise StepImpossible(f"grow to {target} partitions: the topic has {now} already, and a topic only grows")
+    return Plan(list(members), f"partitions-{target}", lambda: stage.grow_topic(target))
+
+
 def _need_victim(stage: Stage, step: str) -> None:
     if not stage.has_victim():
         raise StepImpossible(f"the step {step} needs the victim {VICTIM} in a process of its own")
@@ -245,6 +265,10 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          holds=True, hold_param="zk_down_s", moves_zk_counters=True, params={"zk_stop_leader": 0.0, "zk_down_s": 2.0}),
     Step("zk_start", "start the stopped ZooKeeper server again, with its id, ports and data", _zk_start,
          group_untouched=True, moves_zk_counters=True),
+    # the fifth trigger of the Kafka source text: a subscribed topic's partition count changes. No member changes,
+    # but every design must hand the new partitions out: the runner waits until they are owned, each once
+    Step("grow", "add partitions to the topic (grow_to; 0: twice as many), as its system's admin tool does",
+         _grow, group_untouched=True, holds=True, params={"grow_to": 0.0, "hold_s": 0.0}),
 )}
 
 #: the steps that change membership alone, without a fault on anyone's session or link
@@ -252,7 +276,8 @@ MEMBERSHIP_CHANGES: tuple[str, ...] = tuple(name for name, step in STEPS.items()
 #: the steps that harm the victim's session or link
 FAULT_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items()
                                         if not step.membership_change and not step.group_untouched)
-#: the steps that harm the cluster under the group, no member: a broker's or a ZooKeeper server's going and return
+#: the steps that change the cluster under the group, no member: a broker's or a ZooKeeper server's going and
+#: return, the topic's growth
 CLUSTER_STEPS: frozenset[str] = frozenset(name for name, step in STEPS.items() if step.group_untouched)
 
 #: the steps across which ZooKeeper's own counters cannot be compared with the clients' (`moves_zk_counters`):

@@ -72,7 +72,14 @@ from experiments.engine.host_tasks import HostTasks, slices
 from experiments.engine.steps import SPREAD_STEPS, STEPS, VICTIM, VICTIM_STEPS, StepImpossible
 from lab_cluster import fourlw
 from lab_cluster.broker import zk_layout
-from lab_cluster.broker.admin import BrokerProcess, create_topic, leaders, wait_for_leaders, wait_for_metadata
+from lab_cluster.broker.admin import (
+    BrokerProcess,
+    add_partitions,
+    create_topic,
+    leaders,
+    wait_for_leaders,
+    wait_for_metadata,
+)
 from lab_cluster.consumer_host import actor_names
 from lab_cluster.errors import LabError
 from lab_cluster.family import Family
@@ -301,6 +308,7 @@ class _Scenario:
         self.brokers: dict[int, BrokerProcess] = {}  # the broker processes by id (a restarted one replaces its own)
         self.killed: int | None = None  # the broker a `broker_kill` or `broker_stop` took down, until its restart
         self.zk_stopped: int | None = None  # the ZooKeeper server a `zk_stop` stopped, until its `zk_start`
+        self.topic_partitions = spec.partitions  # the topic's partitions now (a `grow` adds some)
 
     def progress(self, phase: str, done: int) -> None:
         """Where the trial is, for the driver's progress bars (`progress.json` in the trial's directory)."""
@@ -406,11 +414,11 @@ class _Scenario:
         brokers are asked by their clients, which wait for metadata themselves: there, the leaders are enough."""
         real = FAMILIES[self.spec.design].brokers
         if real is None:
-            self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.spec.partitions)
+            self.admin.retry(wait_for_metadata, self.admin, TOPIC, self.topic_partitions)
         elif real.create_topic is None:
-            self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.spec.partitions)
+            self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.topic_partitions)
         else:  # KRaft: nothing of the topic is in ZooKeeper; its creation waited for the leaders
-            real.create_topic(self.kafka_bootstrap, TOPIC, self.spec.partitions)
+            real.create_topic(self.kafka_bootstrap, TOPIC, self.topic_partitions)
 
     def _producer(self) -> LabProcess:
         """The lab producer, or for a real system's brokers one that speaks Kafka's protocol to them."""
@@ -642,7 +650,7 @@ class _Scenario:
         how(self.brokers[broker_id], broker=broker_id, coordinator=broker_id == self._coordinator_broker(),
             controller=broker_id == controller, leads=led)
         self.killed = broker_id
-        self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.spec.partitions, timeout_s=60,
+        self.admin.retry(wait_for_leaders, self.admin, TOPIC, self.topic_partitions, timeout_s=60,
                          exclude=frozenset({broker_id}))
         self._wait_for_metadata()
 
@@ -679,6 +687,33 @@ class _Scenario:
                               kafka_port=self.brokers[broker_id].kafka_port)
         self.faults.started(broker, broker=broker_id)
         self.killed = None
+        self._wait_for_metadata()
+
+    def param(self, name: str) -> float:
+        return self.spec.param(name)
+
+    def partitions(self) -> int:
+        return self.topic_partitions
+
+    def grow_topic(self, partitions: int) -> None:
+        """Add partitions to the topic up to `partitions`, as its system's admin tool does: for the lab's brokers
+        and a ZooKeeper-mode real system's, rewrite the topic's znode with the new assignment (Kafka's
+        `AdminUtils.addPartitions`: the controller elects the new leaders, the brokers and every watcher hear
+        the change); for a system whose brokers keep no metadata in ZooKeeper, its own admin API
+        (`RealBrokers.add_partitions`). Recorded as `topic_grown` the moment the change is made, then the runner
+        waits for the new partitions' leaders; the group is then watched until it owns them all."""
+        real = FAMILIES[self.spec.design].brokers
+        before, self.topic_partitions = self.topic_partitions, partitions
+        self.watch.partitions = partitions
+        if real is not None and real.add_partitions is not None:
+            self.trace.record("topic_grown", topic=TOPIC, before=before, partitions=partitions)
+            real.add_partitions(self.kafka_bootstrap, TOPIC, partitions)
+            return
+        if real is not None and real.create_topic is not None:
+            raise TrialFailed(f"{self.spec.design}'s brokers keep no topic metadata in ZooKeeper, and the lab has "
+                              "no way to grow a topic on them (RealBrokers.add_partitions)")
+        self.admin.retry(add_partitions, self.admin, TOPIC, partitions, sorted(self.brokers))
+        self.trace.record("topic_grown", topic=TOPIC, before=before, partitions=partitions)
         self._wait_for_metadata()
 
     def churn(self) -> None:
