@@ -10,7 +10,7 @@
 | `allocateMessageQueueStrategy` | `AllocateMessageQueueAveragely` | or `AllocateMessageQueueAveragelyByCircle` |
 | `messageListener` | `concurrently` | `orderly`: a `MessageListenerOrderly` (queues locked at the broker) |
 | `heartbeatBrokerInterval` | 30000 | heartbeat every broker this often |
-| `pollNameServerInterval` | 30000 | refresh the topic's route this often |
+| `pollNameServerInterval` | 30000 | refresh the topic's route this often (new queues wait for a rebalance) |
 | `persistConsumerOffsetInterval` | 5000 | send every owned queue's offset to its broker this often |
 | `rocketmq.client.rebalance.waitInterval` | 20000 | rebalance this often (and at once on a push) |
 | `pullBatchSize` | 32 | messages per pull |

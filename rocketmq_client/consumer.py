@@ -10,7 +10,9 @@ holds while it rebalances, and nothing tells it that the group agrees.
 Its threads, as RocketMQ's:
 
 - **scheduled tasks** (`MQClientInstance.startScheduledTask`, one thread):
-  the route every `pollNameServerInterval` (first after 10 ms), a heartbeat to every broker every
+  the route every `pollNameServerInterval` (first after 10 ms; it only
+  replaces the topic's queue set, so a topic's new queues wait for the next
+  RebalanceService tick, `instance.py`), a heartbeat to every broker every
   `heartbeatBrokerInterval` (first after 1 s), every owned queue's offset to
   its broker every `persistConsumerOffsetInterval` (first after 10 s; each
   pull also carries its queue's offset, `instance.py`), and,

@@ -7,7 +7,18 @@ the consumer's rebalance (`on_notify`). A broker is the same channel for
 heartbeats, the consumer-id list, offsets, locks and pulls.
 
 - `update_route(topic)` (`updateTopicRouteInfoFromNameServer`): `Metadata`
-  from a broker, a queue per partition named after the broker that leads it;
+  from a broker, a queue per partition named after the broker that leads it,
+  which replaces the topic's queue set (`updateTopicSubscribeInfo` puts it in
+  `RebalanceImpl.topicSubscribeInfoTable`). That is all a route refresh does:
+  a topic grown meanwhile rebalances nobody at once (RocketMQ's only
+  `rebalanceImmediately` calls are at start and on NOTIFY_CONSUMER_IDS_CHANGED,
+  and a broker notifies for its consumer table, never for a topic's queues);
+  its new queues are allocated at the next RebalanceService tick, up to
+  `pollNameServerInterval` + `rocketmq.client.rebalance.waitInterval` (50 s by
+  default) after they appeared, unless a member's join or leave wakes it
+  sooner. A refresh that finds more queues than the
+  client ever knew of the topic records `partitions_seen` (lab only: RocketMQ
+  logs "the topic[...] route info changed");
 - `send_heartbeat_to_all_brokers` (`sendHeartbeatToAllBrokerWithLock`):
   `HEART_BEAT` to every broker of the route, a failure only noted; skipped if
   another thread's heartbeat is under way (its tryLock);
@@ -47,6 +58,18 @@ Departures, stated:
   brokers no topic names at each heartbeat tick, :288, 386-428): the same
   with one topic, as in every experiment; with several, a broker only another
   topic uses would be forgotten until that topic's next refresh;
+- a partition whose leader is unknown (a new one before its election, or
+  one in a failover) is no queue of any broker, so it is left out of the
+  route until it has a leader (RocketMQ's route lists a broker's queues as
+  soon as the broker registers the topic's new `readQueueNums`); and a queue
+  whose leader moves is renamed (`broker-<new leader>`), where a RocketMQ
+  queue never leaves its broker. So `partitions_seen` counts queue ids (the
+  partitions) ever in the topic's route, not queues by broker: a queue that
+  comes back after a failover, under a new name or the same, is not new;
+- RocketMQ replaces the cached route only when it changed
+  (`topicRouteDataIsChange`) or a subscribed topic has none yet
+  (`isNeedUpdateTopicRouteInfo`); the lab replaces it on every refresh, which
+  leaves the same queue set;
 - the client side's 120 s idle close (NettyRemotingClient.java:185, 684-689,
   `clientChannelMaxIdleTimeSeconds`) is not modelled: a running consumer
   writes at least every heartbeat interval, so it would not fire.
@@ -99,12 +122,18 @@ class MQClientInstance:
         self._heartbeat_lock = threading.Lock()  # `lockHeartbeat`: a heartbeat already under way is not repeated
         self.broker_addr_table: dict[str, Address] = {}  # broker name -> address, of the routes it knows
         self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}  # topic -> its queues (readable brokers)
+        self.queue_ids_known: dict[str, set[int]] = {}  # topic -> every queue id its routes ever had (lab only)
         self._channels: dict[str, DuplexClient] = {}
 
     # -- routes --------------------------------------------------------------------------
     def update_route(self, topic: str) -> bool:
         """Refresh `topic`'s queues and brokers from any broker's Metadata; False if none answered (the old
-        route is kept, as RocketMQ keeps its table when the name server cannot be reached)."""
+        route is kept, as RocketMQ keeps its table when the name server cannot be reached).
+
+        The new queue set is only stored: the rebalance that allocates it is the next RebalanceService tick's.
+        If it holds queue ids this client never had in the topic's route, `partitions_seen` is recorded with
+        `partitions`, how many it knows now, and `before`, how many it knew (not at the topic's first route,
+        when it knew none: that is learning the topic, not its growth)."""
         with self._lock:
             known = list(self.broker_addr_table.values())
         metadata = metadata_from_any([self.via.get(a, a) for a in known + self.bootstrap], client_id=self.client_id,
@@ -116,6 +145,11 @@ class MQClientInstance:
         with self._lock:
             self.topic_subscribe_info[topic] = {(topic, broker_name(leader), p) for p, leader in leaders.items()}
             self.broker_addr_table = {broker_name(b): brokers[b] for b in sorted(set(leaders.values()))}
+            before = self.queue_ids_known.get(topic)
+            self.queue_ids_known[topic] = now = (before or set()) | set(leaders)
+            if before is not None and len(now) > len(before):  # traced before a rebalance can read the new set
+                self.trace.record("partitions_seen", member=self.client_id, topic=topic, partitions=len(now),
+                                  before=len(before))
         return True
 
     def queues(self, topic: str) -> set[MessageQueue] | None:

@@ -191,7 +191,20 @@ class RebalanceImpl:
     def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """`computePullFromWhereWithException`: the stored offset; none stored: the end of the queue
         (CONSUME_FROM_LAST_OFFSET; 0 for a retry topic) or its start (CONSUME_FROM_FIRST_OFFSET). A broker
-        that cannot be asked raises (OSError): the queue is skipped this round."""
+        that cannot be asked raises (OSError): the queue is skipped this round.
+
+        A queue new to the topic (its partitions grown) has no stored offset. Departure, stated: RocketMQ
+        4.9.7's broker then answers 0, not QUERY_NOT_FOUND, when the queue's min offset is <= 0 and its first
+        message is not on disk only (`ConsumerManageProcessor.queryConsumerOffset`: `minOffset <= 0 &&
+        !checkInDiskByConsumeOffset(topic, queueId, 0)`: the queue is empty, or its first message is within the
+        last `accessMessageInMemoryMaxRatio`, 40 %, of physical memory the commit log wrote, as a new queue's is),
+        so RocketMQ reads a new queue from 0 whatever `consumeFromWhere` says, and that 0 enters the offset
+        table (`RemoteBrokerOffsetStore.readOffset`). The lab's broker
+        answers QUERY_NOT_FOUND (`broker/offsets.py`): with CONSUME_FROM_FIRST_OFFSET (every experiment's and
+        test's, the family's `from_beginning`) a new queue starts at 0 as in RocketMQ, but is not in the offset
+        table until its first pull; with CONSUME_FROM_LAST_OFFSET it starts at the queue's end when a rebalance
+        first takes it, so what was written to it before (up to `pollNameServerInterval` + the rebalance wait
+        after it appeared) is never consumed by the group."""
         return self.pull_from_where(mq)[0]
 
     def pull_from_where(self, mq: MessageQueue) -> tuple[int, bool]:

@@ -361,3 +361,93 @@ def test_each_request_waits_as_long_as_rocketmq_s_and_a_pull_never_closes_its_ch
     instance.persist_offset("g", mq(0), 5, lambda outcome, error: outcomes.append(outcome))
     instance.unlock("g", mq(0), "c")  # as a queue is let go: oneway
     assert channel.oneway == ["UPDATE_CONSUMER_OFFSET", "UNLOCK_BATCH_MQ"] and outcomes == ["accepted"]
+
+
+# -- a topic's partitions grow under a stable group (issue 39) ---------------------------------------------------
+
+def _metadata(leaders: dict[int, int]) -> dict:
+    """A broker's Metadata answer for topic `t`: {partition: leader} (-1: none), brokers 1-3."""
+    return {"brokers": {str(b): {"host": "127.0.0.1", "port": 9000 + b} for b in (1, 2, 3)},
+            "topics": {"t": {str(p): leader for p, leader in leaders.items()}}}
+
+
+def test_a_route_refresh_only_replaces_the_queue_set_and_says_when_it_found_new_queues(monkeypatch):
+    """`updateTopicRouteInfoFromNameServer` -> `updateTopicSubscribeInfo`: the new set is stored, nothing
+    rebalances; `partitions_seen` is recorded when the route has queue ids never known before (not at the first
+    route, nor for a queue back from a failover or moved to another leader)."""
+    from rocketmq_client.instance import MQClientInstance
+
+    answers = iter([_metadata({0: 1, 1: 2, 2: 3, 3: 1}),  # the first route: the topic is learnt, not its growth
+                    _metadata({0: 1, 1: 2, 2: -1, 3: 1}),  # partition 2 in a failover: not a queue meanwhile
+                    _metadata({0: 2, 1: 2, 2: 3, 3: 1}),  # 2 back, 0 moved to broker 2: nothing new
+                    _metadata({0: 2, 1: 2, 2: 3, 3: 1, 4: 2, 5: -1}),  # grown to 6, 5 not led yet
+                    _metadata({0: 2, 1: 2, 2: 3, 3: 1, 4: 2, 5: 3})])
+    monkeypatch.setattr("rocketmq_client.instance.metadata_from_any", lambda *args, **kwargs: next(answers))
+    trace, notified = FakeTrace(), []
+    instance = MQClientInstance("127.0.0.1@c1", [("127.0.0.1", 9001)], trace, timeout_ms=3000,
+                                on_notify=notified.append)
+    sets = []
+    for _ in range(5):
+        assert instance.update_route("t")
+        sets.append(sorted((b, q) for _, b, q in instance.queues("t")))
+    assert sets[1] == [("broker-1", 0), ("broker-1", 3), ("broker-2", 1)]
+    assert sets[4] == [("broker-1", 3), ("broker-2", 0), ("broker-2", 1), ("broker-2", 4), ("broker-3", 2),
+                       ("broker-3", 5)]
+    assert trace.kinds("partitions_seen") == [
+        {"member": "127.0.0.1@c1", "topic": "t", "partitions": 5, "before": 4},
+        {"member": "127.0.0.1@c1", "topic": "t", "partitions": 6, "before": 5}]
+    assert notified == []  # a route refresh wakes no rebalance
+
+
+GROWN = 2 * PARTITIONS
+#: the route every 500 ms and a rebalance every 1 s, rather than 30 s and 20 s
+SHORT_ROUTE = {"pollNameServerInterval": "500", "rocketmq.client.rebalance.waitInterval": "1000"}
+
+
+def owned_once(group, names, partitions) -> bool:
+    """Every queue of `partitions` held by exactly one of the named members."""
+    return sorted(p for n in names for p in group.members[n].partitions()) == list(range(partitions))
+
+
+def test_a_grown_topic_s_new_queues_are_learnt_at_a_route_refresh_and_taken_at_the_next_rebalance(cluster, group):
+    """Issue 39: `t` grows from 4 to 8 partitions under a stable group. Each consumer learns the new queues at its
+    next route refresh (`partitions_seen`) and takes its share of all 8 (AllocateMessageQueueAveragely) at a
+    later rebalance of its own timer: no broker notifies, since nobody joined or left. Every queue ends up owned
+    once, and a new queue, with no stored offset, is read from 0 (CONSUME_FROM_FIRST_OFFSET here), so every
+    message, those written to the new queues included, is processed."""
+    import time
+    from itertools import pairwise
+
+    from conftest import produce_values
+
+    from lab_cluster.broker.admin import add_partitions, wait_for_metadata
+
+    names = ["c1", "c2"]
+    produce_values(cluster, 3, "old")
+    c1, c2 = group.add("c1", **SHORT_ROUTE), group.add("c2", **SHORT_ROUTE)
+    wait_for(lambda: owned_once(group, names, PARTITIONS), "c1 and c2 to split the 4 queues")
+    grown_ns = time.monotonic_ns()  # the traces' clock
+    add_partitions(cluster.zk, "t", GROWN, [1, 2, 3])
+    wait_for_metadata(cluster.zk, "t", GROWN)
+    produce_values(cluster, 3, "new")  # to every partition: offsets 3-5 of the old ones, 0-2 of the new
+    wait_for(lambda: owned_once(group, names, GROWN), "c1 and c2 to split the 8 queues")
+    for name, member in (("c1", c1), ("c2", c2)):
+        seen = events(cluster, name, "partitions_seen")
+        assert seen and all(e["ts_ns"] > grown_ns and e["topic"] == "t" and e["member"] == member.client_id
+                            for e in seen)
+        # 4 -> 8 at once, or in steps if a refresh came before every new partition had its leader
+        counts = [(e["f"]["before"], e["f"]["partitions"]) for e in seen]
+        assert counts[0][0] == PARTITIONS and counts[-1][1] == GROWN, counts
+        assert all(b < p for b, p in counts) and all(a[1] == b[0] for a, b in pairwise(counts)), counts
+        # it took new queues only after a refresh had found them (its `assigned` is traced just after its table
+        # changed, which `owned_once` reads)
+        def taking(name=name):
+            return [e for e in events(cluster, name, "assigned")
+                    if any(p >= PARTITIONS for _, p in e["f"]["partitions"])]
+        wait_for(taking, f"{name}'s assignment of new queues to be traced")
+        assert taking()[0]["ts_ns"] > seen[0]["ts_ns"]
+    assert not [e for b in (1, 2, 3) for e in events(cluster, f"broker-{b}", "consumer_ids_changed")
+                if e["ts_ns"] > grown_ns]  # nothing told the group to rebalance
+    wanted = {(p, o) for p in range(GROWN) for o in range(6 if p < PARTITIONS else 3)}
+    wait_for(lambda: wanted <= {(e["partition"], e["offset"]) for n in names for e in events(cluster, n, "processed")},
+             "every message, old queues and new, to be processed")

@@ -135,3 +135,27 @@ def test_only_a_queue_the_offset_table_holds_has_its_offset_persisted():
     assert c1.table[mq(0)].in_offset_table and not c1.table[mq(1)].in_offset_table
     c1.rebalance_by_topic("t", {mq(0), mq(1)}, ["c2"])
     assert broker.offsets == {("g", mq(0)): 7}
+
+
+def test_a_grown_queue_set_is_allocated_whole_and_a_new_queue_starts_where_consume_from_where_says():
+    """Issue 39: 4 queues on brokers a and b grow to 8 (2 more on each). The next rebalance allocates the sorted 8
+    (AllocateMessageQueueAveragely, which may move old queues too); a new queue has no stored offset, so it starts
+    at its end (CONSUME_FROM_LAST_OFFSET: what was written to it before is skipped; RocketMQ's broker would answer
+    0 for such a young queue, a departure `compute_pull_from_where` states) or at 0 (FIRST)."""
+    def q(broker, i):
+        return ("t", f"broker-{broker}", i)
+
+    old = {q("a", 0), q("b", 1), q("a", 2), q("b", 3)}
+    grown = old | {q("a", 4), q("b", 5), q("a", 6), q("b", 7)}
+    broker = MemoryBroker(max_offsets={mq: 10 for mq in grown})
+    for mq_ in old:
+        broker.offsets[("g", mq_)] = 5
+    c1, c2 = RebalanceImpl("g", "c1", broker), RebalanceImpl("g", "c2", broker)
+    assert [m[2] for m in c1.rebalance_by_topic("t", old, ["c1", "c2"]).share] == [0, 2]
+    outcome = c1.rebalance_by_topic("t", grown, ["c1", "c2"])
+    assert [m[2] for m in outcome.share] == [0, 2, 4, 6] and [m[2] for m in outcome.added] == [4, 6]
+    assert [m[2] for m in c2.rebalance_by_topic("t", grown, ["c1", "c2"]).share] == [1, 3, 5, 7]
+    assert {m[2]: pq.offset for m, pq in c1.table.items()} == {0: 5, 2: 5, 4: 10, 6: 10}
+    first = RebalanceImpl("g", "c1", broker, consume_from_where=CONSUME_FROM_FIRST_OFFSET)
+    first.rebalance_by_topic("t", grown, ["c1", "c2"])
+    assert {m[2]: pq.offset for m, pq in first.table.items()} == {0: 5, 2: 5, 4: 0, 6: 0}
