@@ -17,7 +17,9 @@ and went on waiting for events, which is why a later change can revive it.)
 Its threads, as 0.8's: the **watcher executor** (`_rebalance_loop`) runs a
 `syncedRebalance` whenever a listener raised the flag (a burst of events
 makes one more rebalance, not one each); zkclient's **event thread**
-(`watches.EventThread`) re-arms watches, calls the listeners and runs
+(`watches.EventThread`) re-arms watches, calls the listeners (the group's
+ids: `handleChildChange`; each topic's znode: `ZKTopicPartitionChangeListener`,
+`topic_listener.py`, which records `partitions_seen` when a topic grew) and runs
 `handleNewSession`; the **auto-commit** scheduler commits at a fixed rate;
 one **fetcher** per owned partition, which queues what it fetches to its
 partition's stream; one **stream iterator** per stream (`streams.py`), the
@@ -119,6 +121,7 @@ from .partition_assignor import ASSIGNORS, AssignmentFailed
 from .registration import register, thread_ids
 from .rules import ConsumerState, Key
 from .streams import PartitionTopicInfo, Stream
+from .topic_listener import TopicPartitionChangeListener
 from .view import read_brokers, read_own_subscription, read_view
 from .watches import EventThread, GroupWatches
 from .zkclient import Stopping, TracedZk
@@ -159,6 +162,8 @@ class LegacyConsumer:
         self.zk = TracedZk(self.kazoo, trace, self._give_up)
         self.events = EventThread(self.consumer_id[-8:], trace)
         self.watches = GroupWatches(self.zk, self.events, trace, self._rebalance_event_triggered)
+        # 0.8's topicPartitionChangeListener: a subscribed topic's znode changed (its partitions grew)
+        self.topic_listener = TopicPartitionChangeListener(self.consumer_id, trace, self._rebalance_event_triggered)
         self._workers: list[threading.Thread] = []
 
     # -- lifecycle -----------------------------------------------------------------
@@ -170,8 +175,8 @@ class LegacyConsumer:
         self.events.start()
         self._register()
         self.watches.subscribe_children(znodes.ids_path(self.config.group_id))
-        for topic in self.topics:
-            self.watches.subscribe_data(L.topic_path(topic))
+        for topic in self.topics:  # reinitializeConsumer: subscribeDataChanges(BrokerTopicsPath/topic, listener)
+            self.watches.subscribe_data(L.topic_path(topic), self.topic_listener)
         if self.config.watch_broker_ids == "always":
             self.watches.subscribe_children(L.BROKER_IDS)
         for stream in self._streams.values():
@@ -331,6 +336,7 @@ class LegacyConsumer:
             self.trace.record("revoked", member=self.consumer_id, partitions=[[t, p] for t, p in sorted(owned)],
                               why="releasePartitionOwnership")
         view = read_view(self.zk, self.watches, self.trace, group, self.consumer_id, brokers)
+        self.topic_listener.rebalance_read(view.partitions, view.topic_mzxids)  # a growth read before it was heard
         decision = self.assignor.assign(view, self.consumer_id, self.thread_ids)
         committed = {key: fetch_offset(self.zk, group, *key) for key in decision}  # fetchOffsets, before claiming
         if self._shutting_down.is_set() or not claim_all(self.zk, self.trace, group, decision):

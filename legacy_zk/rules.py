@@ -13,6 +13,7 @@ on the time. Each rule is a plain function; the time is an argument, so
 | `auto_commit_wait` | `scheduleAtFixedRate` | how long until the next auto-commit tick (0: a missed tick runs now) |
 | `process_state_changed` | zkclient's `processStateChanged` | what a lost, expired or regained session does |
 | `start_position` | `fetchOffsets`, `auto.offset.reset` | where the fetcher of a partition just claimed starts |
+| `partitions_learnt` | (the lab's record) | whether a topic's znode, read, shows more partitions than known |
 """
 
 from __future__ import annotations
@@ -200,3 +201,35 @@ def start_position(committed: int | None, auto_offset_reset: str, log_end: Calla
         return 0
     end = log_end()
     return 0 if end is None else end
+
+
+# -- a topic's partitions ----------------------------------------------------------------------------------------
+#: what the consumer knows of one topic's znode: (its mzxid, its partition count) at the newest version read
+TopicKnown = tuple[int, int]
+
+
+def partitions_learnt(known: TopicKnown | None, mzxid: int, count: int) -> tuple[TopicKnown | None, int | None]:
+    """One read of a topic's znode (`/brokers/topics/<t>`, version `mzxid`, `count` partitions): what the consumer
+    knows after it, and the count it knew before if the read shows more partitions than that (a `partitions_seen`),
+    else None. Kafka 0.8.2.2 keeps no such count (its listener only logs the new data and raises the flag); this is
+    the lab's bookkeeping for the trace (`topic_listener.py`).
+
+    `known` is the newest version read so far, by the listener or by a rebalance's `getPartitionsForTopics`
+    (None before the first read: the first read is no news, nothing smaller was known). A read of an older
+    version than known (a rebalance's read, overtaken by the listener's while it read the members) teaches
+    nothing; a newer one becomes what is known, and is news when it has more partitions. A topic deleted and
+    made again is a newer version: from then on its own count is what is known.
+
+        >>> partitions_learnt(None, 10, 4)                  # the first read
+        ((10, 4), None)
+        >>> partitions_learnt((10, 4), 20, 8)               # grown from 4 to 8
+        ((20, 8), 4)
+        >>> partitions_learnt((20, 8), 20, 8), partitions_learnt((20, 8), 10, 4)   # the same version; an older one
+        (((20, 8), None), ((20, 8), None))
+        >>> partitions_learnt((20, 8), 30, 8)               # rewritten with as many (replicas moved): no news
+        ((30, 8), None)
+    """
+    if known is not None and mzxid <= known[0]:
+        return known, None
+    before = known[1] if known is not None and count > known[1] else None
+    return (mzxid, count), before

@@ -24,7 +24,12 @@ so their reads re-arm the watches (`watches.GroupWatches.children/data`).
 A member that vanishes between the ids read and the read of its registration
 fails the attempt (ZkNoNodeException in 0.8; the retry comes after the
 back-off), as does a topic subscribed by nobody the view lists; a topic znode
-that does not exist gives no partitions (`readDataMaybeNull`).
+that does not exist gives no partitions (`readDataMaybeNull`). Each topic's
+partitions are read again in every attempt (0.8's `getPartitionsForTopics`,
+called by the `AssignmentContext` that every `rebalance` builds anew), so the
+rebalance a topic's growth triggers (`topic_listener.py`) gives the new
+partitions owners; the view keeps each topic znode's `mzxid`, so the
+consumer knows which version of the topic it computed from.
 
 The view (`View`, 0.8's `AssignmentContext`) is recorded as one `view` event
 (members, the ids node's `cversion` and `pzxid`): two consumers that computed
@@ -36,7 +41,7 @@ what its own view says is its own (`partition_assignor.py`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kazoo.exceptions import NoNodeError
 
@@ -56,6 +61,7 @@ class View:
     brokers: dict[int, tuple[str, int]]
     cversion: int
     pzxid: int
+    topic_mzxids: dict[str, int | None] = field(default_factory=dict)  # each topic znode's version (None: no data)
 
 
 def read_brokers(zk: TracedZk, watches: GroupWatches) -> dict[int, tuple[str, int]]:
@@ -83,12 +89,13 @@ def read_view(zk: TracedZk, watches: GroupWatches, trace: TraceRecorder, group: 
               brokers: dict[int, tuple[str, int]]) -> View:
     """The `AssignmentContext`: our topics, their partitions, and the threads of every member."""
     my_topics = sorted(read_own_subscription(zk, group, consumer_id))
-    partitions = {}
-    for topic in my_topics:
+    partitions, mzxids = {}, {}
+    for topic in my_topics:  # `getPartitionsForTopics`: read again in every attempt, so a grown topic is seen
         try:
-            data = watches.data(L.topic_path(topic))[0]
+            data, stat = watches.data(L.topic_path(topic))
         except NoNodeError:  # `readDataMaybeNull`: no such topic, no partitions
-            data = None
+            data, stat = None, None
+        mzxids[topic] = stat.mzxid if data else None
         partitions[topic] = sorted(L.parse_topic_assignment(data)) if data else []
     ids = znodes.ids_path(group)
     members, stat = watches.children(ids)
@@ -99,7 +106,7 @@ def read_view(zk: TracedZk, watches: GroupWatches, trace: TraceRecorder, group: 
             threads.setdefault(topic, []).extend(f"{member}-{n}" for n in range(int(streams)))
     watches.children(ids)  # `getConsumersInGroup`: the ids once more
     view = View(sorted(members), {t: sorted(ids) for t, ids in threads.items()}, partitions, brokers,
-                stat.cversion, stat.pzxid)
+                stat.cversion, stat.pzxid, mzxids)
     trace.record("view", members=view.members, cversion=view.cversion, pzxid=view.pzxid,
                  brokers=sorted(brokers), partitions={t: len(p) for t, p in partitions.items()})
     return view

@@ -15,6 +15,14 @@ zkclient keeps a watch on every path that has a listener:
   only raises the consumer's "rebalance needed" flag (ZkClient L537-578). The
   event waits behind whatever that thread is doing (a `handleNewSession`
   rebalance, a registration back-off);
+- **a child listener** (`on_change`: 0.8's `ZKRebalancerListener.handleChildChange`)
+  is called with nothing; **a data listener** (`DataListener`: zkclient's
+  `IZkDataListener`, here 0.8's `ZKTopicPartitionChangeListener`,
+  `topic_listener.py`) is handed what the re-arming `getData` read:
+  `handle_data_change(path, data, stat)`, or `handle_data_deleted(path)` when
+  the node is gone (zkclient's `fireDataChangedEvents`: `exists(path, true)`,
+  then `readData`, whose `ZkNoNodeException` means deleted). The stat is the
+  lab's addition (zkclient hands the data only);
 - **a lost connection is not an event**: the Java client keeps its watches and,
   on reconnecting within the same session, sends them back (`SetWatches` with
   the last zxid it saw), and the server fires those whose node changed
@@ -23,7 +31,9 @@ zkclient keeps a watch on every path that has a listener:
   EventType NONE and forgets them, so here a NONE event is recorded and
   ignored, and `rewatch()` (on reconnecting within the session) stands in for
   `SetWatches`: it re-arms every subscribed path with the same two reads and
-  fires the listener for each path whose stat moved since it was last read.
+  fires the listener for each path whose stat moved since it was last read
+  (the child listener once; each moved data path's own listener, with what
+  was just read).
   (Departure, stated: one `SetWatches` request in Java, two reads per path here.)
 - **on a new session** (the old one expired) zkclient re-fires every listener
   (`fireAllEvents`, after `handleNewSession`): `fire_all()`.
@@ -37,6 +47,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
@@ -79,8 +90,17 @@ class EventThread:
                 self.trace.record("zk_event_error", event=what, error=f"{type(exc).__name__}: {exc}")
 
 
+class DataListener(Protocol):
+    """zkclient's `IZkDataListener`, called on the event thread after the re-arming reads."""
+
+    def handle_data_change(self, path: str, data: bytes, stat) -> None: ...
+
+    def handle_data_deleted(self, path: str) -> None: ...
+
+
 class GroupWatches:
-    """The consumer's zkclient listeners: child paths and data paths, each with the stat it was last read at."""
+    """The consumer's zkclient listeners: child paths (all with `on_change`, 0.8's `handleChildChange`) and data
+    paths (each with its `DataListener`), each path with the stat it was last read at."""
 
     def __init__(self, zk: TracedZk, events: EventThread, trace: TraceRecorder, on_change: Callable[[], None]):
         self.zk = zk
@@ -89,6 +109,7 @@ class GroupWatches:
         self.on_change = on_change
         self.child_paths: list[str] = []
         self.data_paths: list[str] = []
+        self._data_listeners: dict[str, DataListener] = {}
         self._seen: dict[str, int] = {}  # path -> pzxid (children) or mzxid (data) at its last watched read
         self._armed_children: set[str] = set()  # paths whose child watch is set now
 
@@ -99,10 +120,11 @@ class GroupWatches:
             self.child_paths.append(path)
             self._rearm_children(path)
 
-    def subscribe_data(self, path: str) -> None:
-        """zkclient's `subscribeDataChanges`: `exists`, watched."""
+    def subscribe_data(self, path: str, listener: DataListener) -> None:
+        """zkclient's `subscribeDataChanges(path, listener)`: `exists`, watched (no data is read)."""
         if path not in self.data_paths:
             self.data_paths.append(path)
+            self._data_listeners[path] = listener
             self._seen_stat(path, self.zk.exists(path, watch=self.fired), data=True)
 
     def children(self, path: str) -> tuple[list[str], object]:
@@ -135,29 +157,42 @@ class GroupWatches:
 
     def _deliver(self, path: str) -> None:
         """On the event thread: re-arm (zkclient: `exists` + `getChildren`/`getData`), then the listener."""
+        if path in self.data_paths:
+            self._to_data_listener(path, *self._rearm_data(path))
+            return
         if path in self.child_paths:
             self._rearm_children(path)
-        elif path in self.data_paths:
-            self._rearm_data(path)
         self.on_change()
+
+    def _to_data_listener(self, path: str, data: bytes | None, stat) -> None:
+        """zkclient's `fireDataChangedEvents`: the data read, or (no node) `handleDataDeleted`."""
+        listener = self._data_listeners[path]
+        if stat is None:
+            listener.handle_data_deleted(path)
+        else:
+            listener.handle_data_change(path, data, stat)
 
     def rewatch(self) -> None:
         """Reconnected within the same session: what `SetWatches` would do (see the module docstring)."""
         self.events.send("rewatch", self._rewatch)
 
     def _rewatch(self) -> None:
-        moved = []
+        moved, moved_data = [], []
         for path in self.child_paths:
             before = self._seen.get(path)
             if self._rearm_children(path, why="rewatch") != before:
                 moved.append(path)
         for path in self.data_paths:
             before = self._seen.get(path)
-            if self._rearm_data(path, why="rewatch") != before:
+            read = self._rearm_data(path, why="rewatch")
+            if self._seen.get(path) != before:
                 moved.append(path)
+                moved_data.append((path, read))
         self.trace.record("zk_rewatched", paths=self.child_paths + self.data_paths, moved=moved)
-        if moved:
+        if len(moved) > len(moved_data):  # a child path moved
             self.on_change()
+        for path, read in moved_data:
+            self._to_data_listener(path, *read)
 
     def fire_all(self) -> None:
         """A new session: zkclient's `fireAllEvents`, one event per subscribed path."""
@@ -181,14 +216,16 @@ class GroupWatches:
                 stat = None
         return self._seen_stat(path, stat, data=False)
 
-    def _rearm_data(self, path: str, **why) -> int | None:
-        stat = self.zk.exists(path, watch=self.fired, **why)
+    def _rearm_data(self, path: str, **why) -> tuple[bytes | None, object]:
+        """`exists` + `getData`, both watched: (data, stat), or (None, None) if there is no node."""
+        data, stat = None, self.zk.exists(path, watch=self.fired, **why)
         if stat is not None:
             try:
-                _, stat = self.zk.get(path, watch=self.fired, **why)
-            except NoNodeError:
-                stat = None
-        return self._seen_stat(path, stat, data=True)
+                data, stat = self.zk.get(path, watch=self.fired, **why)
+            except NoNodeError:  # gone between the two reads: the exists watch will tell
+                data, stat = None, None
+        self._seen_stat(path, stat, data=True)
+        return data, stat
 
     def _seen_stat(self, path: str, stat, *, data: bool) -> int | None:
         self._seen[path] = None if stat is None else (stat.mzxid if data else stat.pzxid)
