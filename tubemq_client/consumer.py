@@ -11,7 +11,9 @@ Two pieces, as in TubeMQ:
   every `heartbeatPeriodMs` (13 s). It knows no other member. Its calls:
   `get_partition_meta_info` (from the master at most every
   `partMetaInfoCheckPeriodMs`, else cached; None when the master did not
-  answer), `connect_to_partition(key,
+  answer; a master heartbeat's answer that brings metadata, which the master
+  adds once the SDK has stored none for `maxMetaForceUpdatePeriodMs`, is
+  stored too and counts as a query), `connect_to_partition(key,
   bootstrap_offset)` (register at the partition's broker; 2 attempts 1 s
   apart; after PARTITION_OCCUPIED another try within 5 s is refused locally,
   CLIENT_HIGH_FREQUENCY_REQUEST), `disconnect_from_partition`, `get_message`,
@@ -25,6 +27,16 @@ Two pieces, as in TubeMQ:
   the new ones with the offset it last consumed there, or -1 (the broker's);
   a consume loop fetches, processes and confirms.
 
+A topic's growth. The master re-reads the group's metadata only in its
+balance pass (`tubemq_client/master/groups.py`), so a new partition reaches the
+node at its first metadata query (or master heartbeat that brings metadata)
+after that pass; the node's next round connects the ones that hash to it, as
+it connects any partition of its share it does not hold. When the SDK stores
+metadata (`RmtDataCache.storeTopicMetaInfo`: a new `topicMetaInfoId`) in which
+a topic has more partitions than in the metadata it held, it records
+`partitions_seen` (`member`, `via`: `query` or `heartbeat`); its first
+metadata is not a growth, and records nothing.
+
 The node's state: CREATED --start()--> STARTED --stop()--> SHUTDOWN, or
 START_FAILED when the master refused it (it gives up: the runner need not
 wait). (Lab names: TubeMQ's SDK keeps only started/shutdown flags.) Its
@@ -35,7 +47,11 @@ Departures, stated: the master is the first of `masterHostAndPort` that
 answers (every lab broker hosts one); the consumer id keeps TubeMQ's shape
 with the node's actor name in place of the process id; a fetch does not wait
 for records; the SDK's 3 s wait for an in-flight batch on disconnect is the
-consume loop's own (one thread fetches and confirms).
+consume loop's own (one thread fetches and confirms); the partition map is
+taken from every query's answer, whose keys carry each partition's leader now
+(`master/service.py`), where TubeMQ keeps its map until the `topicMetaInfoId`
+changes; `partMetaInfoCheckPeriodMs` may be set below TubeMQ's floor of 5 s
+(`CFG_MIN_META_QUERY_WAIT_PERIOD_MS`), for tests.
 """
 
 from __future__ import annotations
@@ -47,7 +63,7 @@ import time
 from collections.abc import Callable
 
 from lab_cluster.assignment.tubemq import modulo
-from lab_cluster.clock import monotonic_ms
+from lab_cluster.clock import monotonic_ms, wall_clock_ms
 from lab_cluster.family import MemberSnapshot
 from lab_cluster.trace import TraceRecorder
 from lab_cluster.wire import WireClient, WireError
@@ -65,6 +81,7 @@ from .codes import (
     UNAUTHORIZED,
 )
 from .config import ConsumerConfig
+from .master.groups import UNDEFINED
 
 #: `TClientConstants`: master registration tries and the wait between them; a connect's tries and wait; the
 #: wait after PARTITION_OCCUPIED before the same key may be tried again
@@ -103,7 +120,10 @@ class ClientBalanceConsumer:
         self.registered: dict[str, int] = {}  # partition key -> the offset the broker said it starts at
         self._meta: dict[str, bool] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
-        self._last_meta_ms: int | None = None
+        self._last_meta_ms: int | None = None  # `lstMetaQueryTime` (monotonic)
+        self._topic_meta: dict[str, int] = {}  # topic -> partitions, as the stored metadata says
+        self._topic_meta_id = UNDEFINED  # `topicMetaInfoId` of the stored metadata
+        self._meta_stored_ms: int | None = None  # `topicMetaUpdatedTime` (wall clock): the `lstAssignedTime` sent
         self._occupied_at: dict[str, int] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -168,10 +188,17 @@ class ClientBalanceConsumer:
         """`scheduleWithFixedDelay(0, heartbeatPeriodMs)`; HB_NO_NODE: the master forgot it, register again."""
         while not self._stop.is_set():
             try:
-                code = int(self._call_master("consumerHeartbeatC2MV2", client_id=self.consumer_id,
-                                             reported=sorted(self.registered))["code"])
+                sync = {"topic_meta_info_id": self._topic_meta_id}
+                if self._meta_stored_ms is not None:
+                    sync["lst_assigned_time"] = self._meta_stored_ms
+                answer = self._call_master("consumerHeartbeatC2MV2", client_id=self.consumer_id,
+                                           reported=sorted(self.registered), **sync)
+                code = int(answer["code"])
                 if code == HB_NO_NODE:
                     self._register_to_master()
+                elif code == SUCCESS and "topic_meta_info_id" in answer:
+                    self._take_meta(answer, via="heartbeat")
+                    self._last_meta_ms = monotonic_ms()
             except ConnectionError:
                 pass  # the next period tries again
             if self._stop.wait(self.config.heartbeat_period_ms / 1000):
@@ -185,11 +212,9 @@ class ClientBalanceConsumer:
         if self._last_meta_ms is None or now - self._last_meta_ms >= self.config.part_meta_info_check_period_ms:
             try:
                 answer = self._call_master("consumerGetPartMetaInfoC2M", client_id=self.consumer_id,
-                                           topics=self.topics)
-                with self._lock:
-                    self._meta = {str(k): bool(v) for k, v in answer["partitions"].items()}
-                    self._brokers = {int(i): (h, int(p)) for i, (h, p) in answer["brokers"].items()}
-                    self._last_meta_ms = now
+                                           topics=self.topics, topic_meta_info_id=self._topic_meta_id)
+                self._take_meta(answer, via="query")
+                self._last_meta_ms = now
             except ConnectionError as exc:
                 self.trace.record("tubemq_meta_failed", member=self.consumer_id, error=str(exc))
                 return None
@@ -198,6 +223,25 @@ class ClientBalanceConsumer:
         for key in [k for k in self.registered if not meta.get(k)]:
             self.disconnect_from_partition(key)
         return meta
+
+    def _take_meta(self, answer: dict, via: str) -> None:
+        """Keep the partition map and brokers an answer carries; store its topic metadata if its id is new
+        (`storeTopicMetaInfo`), recording `partitions_seen` for each topic with more partitions than before."""
+        counts = {str(t): int(n) for t, n in (answer.get("topic_meta") or {}).items()}
+        meta_id = int(answer.get("topic_meta_info_id", UNDEFINED))
+        with self._lock:
+            if "partitions" in answer:
+                self._meta = {str(k): bool(v) for k, v in answer["partitions"].items()}
+            if "brokers" in answer:
+                self._brokers = {int(i): (h, int(p)) for i, (h, p) in answer["brokers"].items()}
+            if meta_id < 0 or meta_id == self._topic_meta_id or not counts:
+                return
+            grown = [(t, n, self._topic_meta[t]) for t, n in sorted(counts.items())
+                     if t in self._topic_meta and n > self._topic_meta[t]]
+            self._topic_meta, self._topic_meta_id, self._meta_stored_ms = counts, meta_id, wall_clock_ms()
+        for topic, partitions, before in grown:
+            self.trace.record("partitions_seen", member=self.consumer_id, topic=topic, partitions=partitions,
+                              before=before, via=via)
 
     # -- the brokers ---------------------------------------------------------------------------
     def _broker(self, broker_id: int) -> WireClient:

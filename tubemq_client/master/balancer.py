@@ -20,8 +20,9 @@ pending events are dropped and it is balanced again.
 ``n // k`` (+1 for the first ``n % k``). Every later tick
 (`balanceCluster`) starts from what each consumer *reported* holding:
 
-1. partitions nobody holds (a new group, a departed consumer's share) go to
-   consumers picked at random (`randomAssign`), and that is all for the tick;
+1. partitions nobody holds (a new group, a departed consumer's share, the
+   topic's new partitions after it grew) go to consumers picked at random
+   (`randomAssign`), and that is all for the tick;
 2. otherwise loads are evened (`balance`): with ``min = n // k`` and
    ``max = min + (1 if n % k else 0)``, a consumer below min (or with none)
    asks for ``max - load``; one at or above max gives up ``load - max`` while
@@ -42,6 +43,7 @@ reported its holdings.
     ...     b.register("g", c, now_ms=0)
     ...     b.heartbeat("g", c, held=[], now_ms=0)
     >>> b.tick({"g": ["1:t:0", "1:t:1", "1:t:2", "1:t:3"]}, first=True)
+    ['g']
     >>> b.heartbeat("g", "a", held=[], now_ms=1)
     Event(kind='ONLY_CONNECT', partitions=('1:t:0', '1:t:1'), rebalance_id=1)
 
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: `TMaster.MAX_BALANCE_DELAY_TIME`: ticks a group with pending events is skipped before they are dropped
@@ -138,8 +141,12 @@ class ServerBalancer:
         return gone
 
     # -- the chore -------------------------------------------------------------------------
-    def tick(self, partitions: dict[str, list[str]], first: bool = False) -> None:
-        """One run of the balancer over every group: {group: its subscribable partition keys}."""
+    def tick(self, partitions: dict[str, list[str]], first: bool = False,
+             on_balance: Callable[[str], None] | None = None) -> list[str]:
+        """One run of the balancer over every group: {group: its subscribable partition keys}; the groups it
+        balanced (not skipped for pending events, and with a consumer that has reported). `on_balance(group)` is
+        called for each of them before its plan is made, so before any consumer can hear of it."""
+        balanced = []
         with self._lock:
             for group, members in self.groups.items():
                 pending = any(m.disconnects or m.connects for m in members.values())
@@ -153,11 +160,15 @@ class ServerBalancer:
                 eligible = {c: m for c, m in members.items() if m.held is not None}
                 if not eligible:
                     continue
+                if on_balance is not None:
+                    on_balance(group)
                 keys = sorted(set(partitions.get(group, [])))
                 plan = (block_assign(keys, sorted(eligible)) if first
                         else self._balance_cluster(keys, {c: m.held for c, m in eligible.items()}))
                 for consumer, m in sorted(eligible.items()):
                     self._events(m, m.held, plan.get(consumer, []))
+                balanced.append(group)
+        return sorted(balanced)
 
     def _balance_cluster(self, keys: list[str], held: dict[str, set[str]]) -> dict[str, list[str]]:
         existing = set(keys)
