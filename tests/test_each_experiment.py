@@ -3,8 +3,8 @@
 An experiment's whole grid is a `long` test (`pytest -m long`, or `pytest -m <experiment>`), and the herd runs every
 design of its own in `test_main_job.py` and `test_spark_cluster.py`. Here every other experiment runs one trial of
 its standard grid, the cheapest that takes every step of its scenario (a lag and churn, a cut and heal, a rolling
-restart, a broker killed and started again, a newcomer, an assignor's join and leave, a bounce of consumers and
-brokers), three at a time as the main job runs them; together they also give the coordinator era's static,
+restart, a broker killed and started again, a newcomer, a topic grown, an assignor's join and leave, a bounce of
+consumers and brokers), three at a time as the main job runs them; together they also give the coordinator era's static,
 cooperative and static-cooperative designs a real trial each. What a single trial cannot judge (a finding compares
 designs or lags) is judged on the stored tour run (`test_stored_tour_run.py`) and the published report
 (`test_main_job.py`).
@@ -27,6 +27,8 @@ SMOKE = {
     "storm": "storm-classic-static-coop-n4-p12-s0-r0",
     "broker_churn": "broker_churn-coordinator-classic-coop-n3-p6-s0-r0",
     "first_message": "first_message-zookeeper-n4-p12-s0-r0",
+    # a topic grown under the group: every consumer's topic watch fires at once
+    "growth": "growth-zookeeper-n4-p8-s0-r0",
     # the weighted example: a user's assignor, loaded by the plug-in point in every consumer of the trial
     "assignors": "assignors-weighted-classic-n3-p12-s0-r0",
     "conformance": "conformance-bounce-classic-static-n3-p6-s0-r0",

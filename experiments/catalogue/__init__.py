@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from experiments.engine.experiment import Experiment
 
-from . import assignors, broker_churn, conformance, first_message, herd, soak, split_brain, storm, zombie
+from . import assignors, broker_churn, conformance, first_message, growth, herd, soak, split_brain, storm, zombie
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     herd.EXPERIMENT,
     split_brain.EXPERIMENT,
     zombie.EXPERIMENT,
     first_message.EXPERIMENT,
+    growth.EXPERIMENT,
     assignors.EXPERIMENT,
     storm.EXPERIMENT,
     broker_churn.EXPERIMENT,
