@@ -17,6 +17,7 @@
 | `request.timeout.ms` | 30000 | how long to wait for an answer (JoinGroup: rebalance timeout + 5 s, as Kafka) |
 | `fetch.max.wait.ms` | 500 | how long one Fetch may wait for data |
 | `max.poll.records` | 500 | records per Fetch request |
+| `metadata.max.age.ms` | 300000 | refresh the metadata (brokers, leaders, partition counts) at least this often |
 | `group.protocol` | classic | `classic` (JoinGroup, `consumer.py`) or `consumer` (KIP-848, `kip848_consumer.py`) |
 | `group.remote.assignor` | (none) | `consumer` only: the server-side assignor to ask for (`uniform`, `range`) |
 | `lab.processing.ms` | 0 | lab only: time the application spends on each record |
@@ -36,6 +37,12 @@ first preference of every member. The lab's default is `range` alone (Kafka
 2.x's), which behaves the same and keeps older runs' JoinGroups comparable.
 The Java client refuses a heartbeat interval not lower than the session
 timeout; so does the lab.
+
+`metadata.max.age.ms` (Kafka's default, and its `atLeast(0)`) is how late a
+classic group learns that a subscribed topic has grown: its leader refreshes
+its metadata that often, and rejoins when the partition counts differ from
+those it assigned from (`consumer.py`). The KIP-848 consumer does not read it:
+its coordinator learns of new partitions itself (`kip848_consumer.py`).
 
 Your own assignor is named in the list as `package.module:Class`
 (`lab_cluster/assignment/plugins.py`): each consumer makes an instance and
@@ -123,6 +130,7 @@ class ConsumerConfig:
     request_timeout_ms: int = 30000
     fetch_max_wait_ms: int = 500
     max_poll_records: int = 500
+    metadata_max_age_ms: int = 300000
     lab_processing_ms: int = 0
     lab_coordinator_via: str = ""
     group_instance_id: str | None = None  # None: a dynamic member
@@ -204,6 +212,7 @@ class ConsumerConfig:
             (self.request_timeout_ms > 0, "request.timeout.ms must be > 0"),
             (self.fetch_max_wait_ms >= 0, "fetch.max.wait.ms must be >= 0"),
             (self.max_poll_records >= 1, "max.poll.records must be >= 1"),
+            (self.metadata_max_age_ms >= 0, "metadata.max.age.ms must be >= 0"),
             (self.lab_processing_ms >= 0, "lab.processing.ms must be >= 0"),
             (not self.lab_coordinator_via or via_ok(), f"lab.coordinator.via={self.lab_coordinator_via!r} must be "
                                                        "host:port"),

@@ -12,7 +12,9 @@ each partition, what it commits. Its threads, as the Java client's since
   `maybeAutoCommitOffsetsAsync`). Nothing the coordinator does, or fails to
   do, stops it fetching and processing what it owns: a member cut off from its
   coordinator, its leaders still reachable, goes on processing until it learns
-  it was fenced;
+  it was fenced. At the top of each turn it refreshes its metadata if
+  `metadata.max.age.ms` has passed since the last refresh (`_maybe_refresh_metadata`,
+  below).
 
 Its part of a rebalance, as Java's `ConsumerCoordinator`: before a join,
 commit (if auto-commit; retried until the rebalance timeout) and revoke
@@ -23,6 +25,32 @@ assignment (`_on_join_complete`) and its start positions (OffsetFetch, else
 reason to rejoin). Its answers' handlers are `_handle_commit_response` and
 `_update_fetch_positions` (OffsetFetch); what an error makes it do is
 `error_policy.py`'s.
+
+A topic that grows (issue 39), as Java's `ConsumerCoordinator` (3.9): only
+the group leader watches for it. Every member's metadata is refreshed every
+`metadata.max.age.ms` (Java's `NetworkClient` metadata updater), and at each
+poll the member takes a new snapshot of its topics' partition counts when the
+metadata moved on (`maybeUpdateSubscriptionMetadata`; the topics are its
+subscription, the leader's the whole group's: `updateGroupSubscription`).
+The leader keeps the snapshot it assigned from (`assignmentSnapshot`, set in
+`onLeaderElected`; a member that is not the leader of the generation drops it
+in `onJoinComplete`), and when its current snapshot no longer matches it
+(`rejoinNeededOrPending`) it asks to rejoin ("cached metadata has changed
+from ... at the beginning of the rebalance to ..."). Its JoinGroup makes the
+coordinator start a rebalance (the leader's JoinGroup always does); the
+followers learn of it from REBALANCE_IN_PROGRESS on their heartbeat, and the
+leader assigns every partition, the new ones too, from the metadata it has
+just refreshed. A follower's refreshes change nothing but what it fetches. The
+lab records when each member learns of the growth: `partitions_seen`
+(`member`, `topic`, `partitions` the new count, `before` the one it knew,
+`leader` whether it led then), once per count, whichever refresh brought it
+(a periodic one, or the fetcher's own for a leader it did not know).
+Departures, stated: the refresh is a blocking Metadata request on the poll
+loop (Java's network client sends it alongside the fetches, from either
+thread), and none is made while a JoinGroup or SyncGroup is in flight (under
+cooperative, the fetcher still refreshes meanwhile for a leader it does not
+know); a topic deleted, or created after the subscription, also changes the
+snapshot, as in Java, but is not a `partitions_seen`.
 
 Cooperative rebalancing (KIP-429; the rounds are `group_member.py`'s): the
 member keeps fetching what it owns through JoinGroup and SyncGroup, and after
@@ -58,6 +86,7 @@ from .fetcher import Fetcher, record_resets
 from .group_member import GroupMember
 from .leader_assignment import AssignorFailed, encode_user_data, leader_subscriptions, problems, run_assignor
 from .member import NO_GENERATION, ClassicMemberState, Generation, RebalanceListener, TopicPartition
+from .metadata import grown, snapshot
 
 
 class ModernConsumer(GroupMember):
@@ -74,11 +103,22 @@ class ModernConsumer(GroupMember):
         self._last_owned: list[TopicPartition] = []
         self._last_owned_generation = -1
         self._positions_retry_ms = 0  # when the poll loop may look its start positions up again
+        # Java's metadata snapshots (`metadata.py`), all the poll loop's: the topics it follows (its subscription;
+        # the leader's, the group's), their partition counts at the metadata version last looked at, the counts the
+        # leader assigned from (None: not the leader), and the most partitions each topic was seen with
+        self._metadata_topics: set[str] = set(self.topics)
+        self._metadata_snapshot: dict[str, int] = {}
+        self._metadata_version = 0
+        self._assignment_snapshot: dict[str, int] | None = None
+        self._is_leader = False
+        self._partitions_known: dict[str, int] = {}
         self.fetcher = Fetcher(config.bootstrap, config.client_id, max_records=config.max_poll_records,
                                timeout_s=config.request_timeout_ms / 1000, processing_ms=config.lab_processing_ms,
                                offset_reset=config.auto_offset_reset,
                                on_reset=record_resets(self.trace, config.auto_offset_reset,
-                                                      lambda: (self.member_id, self.generation.generation_id)))
+                                                      lambda: (self.member_id, self.generation.generation_id)),
+                               metadata_max_age_ms=config.metadata_max_age_ms,
+                               retry_backoff_ms=config.retry_backoff_ms)
         # the periodic auto-commit goes on a thread of its own (Java's maybeAutoCommitOffsetsAsync); one commit at a
         # time is sent, whichever thread sends it, so each carries the positions the last one did not
         self._commit_lock = threading.Lock()
@@ -116,13 +156,14 @@ class ModernConsumer(GroupMember):
     def _poll_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                self._poll_heartbeat(monotonic_ms())
+                now = monotonic_ms()
+                self._poll_heartbeat(now)
+                self._maybe_refresh_metadata(now)
                 if not self._ensure_coordinator():
                     if self.state is ClassicMemberState.STABLE:
                         self._fetch_round()  # Kafka keeps fetching while it looks for the coordinator
                     continue
-                with self._lock:
-                    must_join = self._rejoin_reason is not None or self._reset is not None
+                must_join = self._rejoin_needed_or_pending()
                 if must_join:
                     self._rebalance()
                     continue
@@ -142,11 +183,53 @@ class ModernConsumer(GroupMember):
         self.auto_commit.raise_failure()
         super()._poll_heartbeat(now)
 
+    # -- metadata: the leader's watch on partition counts (Java's ConsumerCoordinator) -------------------
+    def _maybe_refresh_metadata(self, now: int) -> None:
+        """A refresh if `metadata.max.age.ms` has passed (the fetcher's `MetadataTimer`), then Java's
+        `maybeUpdateSubscriptionMetadata`: a new snapshot if the metadata moved on since the last one."""
+        self.fetcher.maybe_refresh_metadata(now)
+        self._maybe_update_subscription_metadata()
+
+    def _maybe_update_subscription_metadata(self, *, force: bool = False) -> None:
+        """Java's `maybeUpdateSubscriptionMetadata`: the snapshot of the followed topics' partition counts, taken
+        again when the fetcher's metadata is newer than it (or `force`: the topics followed changed). A topic with
+        more partitions than this member has ever seen is a `partitions_seen`."""
+        version = self.fetcher.metadata_version
+        if version == self._metadata_version and not force:
+            return
+        self._metadata_version = version
+        self._metadata_snapshot = snapshot(self.fetcher.partition_counts, self._metadata_topics)
+        for topic, before, now in grown(self._partitions_known, self._metadata_snapshot):
+            self.trace.record("partitions_seen", member=self.member_id or self.name,
+                              generation=self.generation.generation_id, topic=topic, partitions=now, before=before,
+                              leader=self._is_leader)
+        for topic, count in self._metadata_snapshot.items():
+            self._partitions_known[topic] = max(count, self._partitions_known.get(topic, 0))
+
+    def _rejoin_needed_or_pending(self) -> bool:
+        """Java's `rejoinNeededOrPending`: a rejoin requested or a reset to apply (`GroupMember`), or, for the
+        leader, metadata that no longer matches the snapshot it assigned from (then a rejoin is requested, unless
+        one is already: Java's `requestRejoinIfNecessary`)."""
+        snapshot_then = self._assignment_snapshot
+        if snapshot_then is not None and snapshot_then != self._metadata_snapshot:
+            with self._lock:
+                if self._rejoin_reason is None:
+                    self.request_rejoin(f"cached metadata has changed from {snapshot_then} at the beginning of the "
+                                        f"rebalance to {self._metadata_snapshot}")
+            return True
+        with self._lock:
+            return self._rejoin_reason is not None or self._reset is not None
+
     # -- its part of a rebalance (Java's ConsumerCoordinator) ---------------------------------
     def _prepare_join(self) -> None:
         """Java's `onJoinPrepare`, once per rebalance: commit (if auto-commit), then, if the generation was reset,
         lose everything (`onPartitionsLost`, either protocol); else eager revokes everything and cooperative
-        nothing (its partitions are fetched through the rebalance)."""
+        nothing (its partitions are fetched through the rebalance). It is no longer the leader, and follows only
+        its own topics again (`isLeader = false`, `resetGroupSubscription`)."""
+        self._is_leader = False
+        if self._metadata_topics != set(self.topics):
+            self._metadata_topics = set(self.topics)
+            self._maybe_update_subscription_metadata(force=True)
         if self._assignment:
             self._commit_before_rejoining()
             with self._lock:
@@ -186,11 +269,17 @@ class ModernConsumer(GroupMember):
         return metadata
 
     def _assign_as_leader(self, protocol: str, members: list[dict]) -> list[dict]:
+        """Java's `onLeaderElected`: follow the whole group's topics (`updateGroupSubscription`; metadata
+        refreshed if one is not known), assign from this member's latest metadata snapshot, and keep that
+        snapshot (`assignmentSnapshot`), to rejoin when the partition counts change."""
         subscriptions = leader_subscriptions(members)
         topics = {t for s in subscriptions.values() for t in s.topics}
+        self._is_leader = True
+        self._metadata_topics = set(self.topics) | topics
         if not all(t in self.fetcher.partition_counts for t in topics):
             self.fetcher.refresh_metadata()
-        counts = {t: n for t, n in self.fetcher.partition_counts.items() if t in topics}
+        self._maybe_update_subscription_metadata(force=True)
+        counts = {t: n for t, n in self._metadata_snapshot.items() if t in topics}
         assignor = self.assignors.get(protocol)
         try:
             if assignor is None:  # Java: "Coordinator selected invalid assignment protocol"
@@ -201,6 +290,7 @@ class ModernConsumer(GroupMember):
             self.trace.record("assignor_failed", member=self.member_id, generation=self.generation.generation_id,
                               protocol=protocol, error=str(e))
             raise
+        self._assignment_snapshot = dict(self._metadata_snapshot)
         shares = {m: a.partitions for m, a in result.items()}
         self.trace.record("leader_assignment", member=self.member_id, generation=self.generation.generation_id,
                           protocol=protocol, assignment={m: [list(tp) for tp in tps] for m, tps in shares.items()},
@@ -213,7 +303,10 @@ class ModernConsumer(GroupMember):
     def _on_join_complete(self, partitions: list[TopicPartition], user_data: bytes | None = None) -> None:
         """Java's `onJoinComplete`: the new assignment. Cooperative: revoke owned-minus-assigned first, then rejoin,
         so that the partitions withheld from their new owners go out in the next round (under eager it owns
-        nothing now: it revoked everything before joining)."""
+        nothing now: it revoked everything before joining). A member that did not lead this generation drops the
+        leader's snapshot (only the leader watches the partition counts)."""
+        if not self._is_leader:
+            self._assignment_snapshot = None
         with self._lock:
             owned = list(self._assignment)
         revoked = sorted(set(owned) - set(partitions))

@@ -4,8 +4,14 @@ The Java client sends one Fetch per broker for all its partitions; the lab's
 brokers serve one partition per request, so a round is one request per
 owned partition, each with no wait, and the poll loop pauses briefly only
 when a whole round brought nothing. Leaders come from a `Metadata` request
-to any broker the consumer knows, refreshed after NOT_LEADER_OR_FOLLOWER or
-a broken connection. It never talks to ZooKeeper.
+to any broker the consumer knows, refreshed when a partition's leader is not
+known (a partition just created has none until the controller elects one),
+after NOT_LEADER_OR_FOLLOWER or a broken connection, and, when the consumer
+asks (`maybe_refresh_metadata`: the classic consumer's poll loop),
+`metadata.max.age.ms` after the last successful refresh (`metadata.py`:
+`MetadataTimer`). Each successful refresh moves `metadata_version` on (Kafka's
+`Metadata.updateVersion`), so the consumer sees that its snapshot may be out
+of date. It never talks to ZooKeeper.
 
 A position past the end of the leader's log (OFFSET_OUT_OF_RANGE: a broker
 that took a partition over holds less of it than the one before, as after a
@@ -22,9 +28,11 @@ import time
 from collections.abc import Callable
 
 from lab_cluster.broker.client import metadata_from_any
+from lab_cluster.clock import monotonic_ms
 from lab_cluster.wire import ErrorCode, WireClient, WireError
 
 from .member import TopicPartition
+from .metadata import MetadataTimer
 
 
 def record_resets(trace, policy: str, member: Callable[[], tuple[str, int]]) -> Callable[[TopicPartition, int, int],
@@ -41,7 +49,8 @@ def record_resets(trace, policy: str, member: Callable[[], tuple[str, int]]) -> 
 class Fetcher:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, *, max_records: int, timeout_s: float,
                  processing_ms: int = 0, offset_reset: str = "latest",
-                 on_reset: Callable[[TopicPartition, int, int], None] | None = None):
+                 on_reset: Callable[[TopicPartition, int, int], None] | None = None,
+                 metadata_max_age_ms: int = 300000, retry_backoff_ms: int = 100):
         self.bootstrap = list(bootstrap)
         self.offset_reset = offset_reset  # `auto.offset.reset`: earliest or latest
         self.on_reset = on_reset  # (partition, position out of range, position reset to)
@@ -52,18 +61,35 @@ class Fetcher:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[TopicPartition, int] = {}
         self.partition_counts: dict[str, int] = {}
+        #: how many refreshes have succeeded (Kafka's `Metadata.updateVersion`)
+        self.metadata_version = 0
+        self.metadata_timer = MetadataTimer(max_age_ms=metadata_max_age_ms, retry_backoff_ms=retry_backoff_ms)
         self._clients: dict[int, WireClient] = {}
 
-    def refresh_metadata(self) -> bool:
+    def maybe_refresh_metadata(self, now_ms: int) -> bool:
+        """Refresh if `metadata.max.age.ms` has passed since the last successful refresh (and the back-off since
+        the last failed one): Kafka's `NetworkClient` metadata updater, at each poll. True if it refreshed."""
+        if not self.metadata_timer.due(now_ms):
+            return False
+        return self.refresh_metadata(now_ms)
+
+    def refresh_metadata(self, now_ms: int | None = None) -> bool:
         """Ask brokers in turn (known ones first, then the bootstrap list) until one answers."""
-        metadata = metadata_from_any(list(self.brokers.values()) + self.bootstrap, client_id=self.client_id,
-                                     timeout_s=min(5.0, self.timeout_s))
+        metadata = self._ask_metadata()
+        now_ms = monotonic_ms() if now_ms is None else now_ms
         if metadata is None:
+            self.metadata_timer.failed_update(now_ms)
             return False
         self.brokers = {int(i): (b["host"], b["port"]) for i, b in metadata["brokers"].items()}
         self.leaders = {(t, int(p)): leader for t, parts in metadata["topics"].items() for p, leader in parts.items()}
         self.partition_counts = {t: len(parts) for t, parts in metadata["topics"].items()}
+        self.metadata_version += 1
+        self.metadata_timer.update(now_ms)
         return True
+
+    def _ask_metadata(self) -> dict | None:
+        return metadata_from_any(list(self.brokers.values()) + self.bootstrap, client_id=self.client_id,
+                                 timeout_s=min(5.0, self.timeout_s))
 
     def client_for(self, tp: TopicPartition) -> WireClient | None:
         leader = self.leaders.get(tp)

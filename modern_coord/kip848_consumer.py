@@ -56,6 +56,20 @@ membership)::
       ILLEGAL_GENERATION                        fenced; not retried (Kafka's CommitFailedException)
     any other                                   failed; not retried
 
+A topic that grows (issue 39): the member does nothing of its own, as in
+Kafka. Its coordinator notices the new partition count at a heartbeat, bumps
+the group epoch and hands out the new partitions in heartbeat answers like any
+other target (`coordinator/consumer_protocol.py`, which records
+`partitions_seen`); the member reconciles, and a partition with no committed
+offset starts where `auto.offset.reset` says (OffsetFetch answers -1, then
+ListOffsets). Its fetcher, which has not heard of the partition, asks for
+metadata again until it knows the leader (a partition just created has none
+for a moment). The member records no `partitions_seen`: it learns of new
+partitions only as an assignment. It does not read `metadata.max.age.ms`:
+Kafka's `AsyncKafkaConsumer` refreshes its metadata that often too, for its
+fetches, which changes nothing in the group; the lab's refreshes only when it
+needs a leader.
+
 The trace carries what every coordinator-era metric reads, with
 `generation` = the member epoch: `consumer_state` (the machine's states),
 `rebalance_begin`/`rebalance_end` (entering and leaving RECONCILING, as

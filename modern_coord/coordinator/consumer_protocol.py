@@ -49,8 +49,34 @@ the whole group, where Kafka writes one record per member and kind) whenever
 it changes, and a coordinator that takes the offsets partition over replays
 it, restarting every member's session timeout (Kafka's `onLoaded`).
 
+A topic that grows (issue 39). Kafka 4.1's coordinator learns of the new
+partition count from the metadata image (`GroupMetadataManager.onNewMetadataImage`,
+which calls `requestMetadataRefresh` on every group subscribed to a changed
+topic); at the next heartbeat of any member of such a group
+(`hasMetadataExpired`), `updateSubscriptionMetadata` computes the group's
+metadata hash again, finds it changed, and bumps the group epoch; the new
+target assignment has the new partitions, and reaches each member in its
+heartbeat answers (`group.consumer.heartbeat.interval.ms` apart). The members
+never look for new partitions themselves. The lab's coordinator reads the
+partition count from its broker's metadata (`Broker.partition_count`, which the
+broker's ZooKeeper watch on the topic's znode keeps current), so the bump comes
+at the first heartbeat after the broker learned of the new partitions (or at
+a member's leave or fencing, which recompute the metadata too). It records
+`partitions_seen` (`group`, `topic`, `partitions`, `before`; the broker adds
+`broker`) then, once per group and new count: the subscription metadata it
+compares with is the group's, kept with it in `__consumer_offsets`, so a
+coordinator that takes the group over does not notice the same growth again
+(a heartbeat that fails after noticing it, its assignor failing, leaves the
+group unchanged, and the next one notices and records it again, as its
+`group_epoch` is). The `group_epoch` event names the topics that grew.
+
 Departures, stated: subscription metadata is recomputed on every heartbeat
-(Kafka: on a subscription change or every `metadata refresh interval`);
+(Kafka: when `onNewMetadataImage` asked for a refresh, or the member's
+subscription changed; Kafka 4.1 keeps a hash of it, 4.0 the counts, as the lab);
+the lab's broker learns of new partitions from ZooKeeper before the controller
+has elected their leaders (Kafka's image has each new partition with its
+leader), so a member may be assigned one whose leader is not known yet: its
+fetcher asks for metadata again until one is;
 `assignment` in the answer names topics, not topic ids; no regex
 subscription; a classic member cannot join a consumer group (Kafka 4.0's
 online migration converts between the two); JoinGroup for a consumer group's
@@ -152,8 +178,12 @@ class ConsumerGroupHeartbeats:
             group.put(updated)
         metadata = self._subscription_metadata(group)
         if updated.subscribed_topics != member.subscribed_topics or metadata != group.subscription_metadata:
+            grew = self._partitions_seen(group, metadata)
             group.subscription_metadata = metadata
-            self._bump(group, f"member {member_id} joined or changed its subscription")
+            self._bump(group, "; ".join(
+                ([f"member {member_id} joined or changed its subscription"]
+                 if updated.subscribed_topics != member.subscribed_topics or not grew else [])
+                + ([f"the partition count of {', '.join(grew)} changed"] if grew else [])))
             changed = True
 
         # 2. the target assignment, if the group epoch moved past it
@@ -312,6 +342,17 @@ class ConsumerGroupHeartbeats:
         counts = {t: self.c.topic_partitions(t) for t in sorted(group.subscribed_topics())}
         return {t: n for t, n in counts.items() if n}
 
+    def _partitions_seen(self, group: ConsumerGroup, metadata: dict[str, int]) -> list[str]:
+        """The subscribed topics with more partitions in `metadata` than in the group's subscription metadata, each
+        recorded as a `partitions_seen` (the coordinator notices it here, as Kafka's does at the heartbeat after
+        `onNewMetadataImage` asked for a refresh); their names."""
+        grew = [(t, n) for t, n in sorted(metadata.items())
+                if group.subscription_metadata.get(t) and n > group.subscription_metadata[t]]
+        for topic, count in grew:
+            self.c.on_event("partitions_seen", group=group.group_id, topic=topic, partitions=count,
+                            before=group.subscription_metadata[topic], generation=group.group_epoch)
+        return [t for t, _ in grew]
+
     def _bump(self, group: ConsumerGroup, reason: str) -> None:
         group.group_epoch += 1
         self.c.on_event("group_epoch", group=group.group_id, generation=group.group_epoch, reason=reason,
@@ -379,7 +420,9 @@ class ConsumerGroupHeartbeats:
         self.c.timers.cancel(("session", group.group_id, member_id))
         self.c.timers.cancel(("revocation", group.group_id, member_id))
         self.c.on_event("member_removed", group=group.group_id, member=member_id, reason=reason)
-        group.subscription_metadata = self._subscription_metadata(group)
+        metadata = self._subscription_metadata(group)
+        self._partitions_seen(group, metadata)
+        group.subscription_metadata = metadata
         self._bump(group, f"member {member_id}: {reason}")
         self._store(group)
 
