@@ -68,6 +68,8 @@ def published_summary() -> pd.DataFrame | None:
 ADDED_LATER = ("unowned_at_end", "member_partitions", "partitions_moved", "partitions_spread", "members_revoking",
                "partitions_revoked", "generations", "unprocessed_partition_s", "processing_resumed_ms",
                "members_fenced", "requests_fenced",
+               # the growth experiment's (`metrics.growth`): empty for every change but a `grow`
+               "learnt_ms", "first_new_owned_ms", "new_processing_ms", "new_unowned_partition_s",
                # what the consumer hosts measured of themselves (`experiments/overhead.py`): no finding reads them
                *OVERHEAD_COLUMNS)
 
