@@ -4,7 +4,9 @@ runs the broker's own `KafkaServerStartable` and says READY once it has register
 Its settings are 0.8.2.2's defaults but for what a trial needs: its id, a port on loopback, its log directory
 in the trial's, the trial's ZooKeeper with the session timeout the lab's own brokers use (6 s), and no topic
 made by a request for one (`auto.create.topics.enable` false: the trial writes its topic's znode, as 0.8's
-`kafka-topics.sh` does, and the controller elects the leaders).
+`kafka-topics.sh` does, and the controller elects the leaders). A `grow` rewrites that znode with the whole
+assignment, as `kafka-topics.sh --alter --partitions` does: the controller's `AddPartitionsListener` creates the
+partitions it does not know, and each consumer's `ZKTopicPartitionChangeListener` starts a rebalance.
 """
 
 from __future__ import annotations

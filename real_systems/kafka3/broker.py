@@ -4,7 +4,9 @@ under the lab's `ReadyWhenListening` (READY once its listener accepts).
 Its settings are 3.9.2's defaults but for what a trial needs: its id, one PLAINTEXT listener on loopback, its
 log directory in the trial's, the trial's ZooKeeper with the session timeout the lab's own brokers use (6 s
 where 3.9's default is 18 s), and no topic made by a request for one (the trial writes its topic's znode, which
-a ZooKeeper-mode controller reads as `kafka-topics.sh` once wrote it). Everything about groups is Kafka's
+a ZooKeeper-mode controller reads as `kafka-topics.sh` once wrote it; a `grow` rewrites it, and the controller's
+`PartitionModificationsHandler` creates the partitions it does not know: the znode's `version` is not read, its
+`topic_id`, the lab's, is kept). Everything about groups is Kafka's
 default: `group.initial.rebalance.delay.ms` 3 s, the classic protocol's coordinator, the offsets topic's 50
 partitions with 3 replicas.
 """

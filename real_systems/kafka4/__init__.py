@@ -28,5 +28,6 @@ FAMILY = Family(
     computes="coordinator", settled_state="stable", victim_link="none", every_member_rebalances=False,
     stops_by="Consumer.close(): a commit if auto-commit is on, then a leave heartbeat (member epoch -1)",
     from_beginning=LIBRDKAFKA.from_beginning,
-    brokers=RealBrokers("Kafka 4.1.1 (KRaft)", broker.start, create_topic=broker.create_topic),
+    brokers=RealBrokers("Kafka 4.1.1 (KRaft)", broker.start, create_topic=broker.create_topic,
+                        add_partitions=broker.add_partitions),
     counterpart="consumer-848")

@@ -7,7 +7,8 @@ A KRaft cluster has no ZooKeeper: its controllers elect a leader among themselve
 quorum file in the trial's directory (`kafka4/quorum.json`: the cluster id and each node's controller port),
 made by the first node started. A node says READY once its controller listener accepts, which it does before
 the quorum has a leader: the trial starts the nodes one after another, and the quorum forms when a majority
-is up. The topic is then made through Kafka's admin API (`create_topic`), which waits for that.
+is up. The topic is then made through Kafka's admin API (`create_topic`), which waits for that, and grown
+through it too (`add_partitions`: CreatePartitions, as `kafka-topics.sh --alter --partitions`).
 
 Settings: Kafka 4.1.1's defaults but for the listeners on loopback, the log directory in the trial's, no topic
 made by a request for one, and what a trial's design sets on its brokers (`TrialSpec.broker_overrides`: the
@@ -26,7 +27,12 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka.errors import InvalidReplicationFactorError, KafkaError, TopicAlreadyExistsError
+from kafka.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
 
 from lab_cluster.errors import LabError, tail
 from lab_cluster.ports import free_ports
@@ -126,19 +132,36 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     The nodes are still coming up when it starts: one may refuse or drop a connection (seen in CI: "socket
     disconnected" from a node mid-start, which failed the trial), or answer that fewer than three nodes have
     registered. Each such retriable error is retried with a new admin client until `timeout_s` has passed."""
+    _with_admin(bootstrap, f"Topic {topic} could not be made", timeout_s,
+                lambda admin, deadline: _create_and_wait(admin, topic, partitions, deadline, timeout_s))
+
+
+def add_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
+    """Grow `topic` to `partitions` partitions through Kafka's admin API (CreatePartitions, which the node asked
+    forwards to the active controller; the controller places the new replicas) and wait until every partition has
+    a leader in the metadata: what `kafka-topics.sh --alter --partitions` does on a KRaft cluster. Retried as
+    `create_topic` is; a retry after a lost answer finds the topic grown already (INVALID_PARTITIONS, "already
+    has" the count), which is done."""
+    _with_admin(bootstrap, f"Topic {topic} could not grow to {partitions} partitions", timeout_s,
+                lambda admin, deadline: _grow_and_wait(admin, topic, partitions, deadline, timeout_s))
+
+
+def _with_admin(bootstrap: str, failure: str, timeout_s: float, action) -> None:
+    """`action(admin, deadline)` with a new admin client on the nodes, again after each retriable error (or an
+    `InvalidReplicationFactorError`: fewer than NODES nodes have registered yet) until `timeout_s` has passed."""
     deadline = time.monotonic() + timeout_s
     while True:
         admin = None
         try:
             admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="lab-admin",
                                      request_timeout_ms=10000)
-            _create_and_wait(admin, topic, partitions, deadline, timeout_s)
+            action(admin, deadline)
             return
         except KafkaError as error:
             if not (error.retriable or isinstance(error, InvalidReplicationFactorError)):
                 raise
             if time.monotonic() > deadline:
-                raise LabError(f"Topic {topic} could not be made on Kafka 4's nodes within {timeout_s:.0f} s: "
+                raise LabError(f"{failure} on Kafka 4's nodes within {timeout_s:.0f} s: "
                                f"{type(error).__name__} ({error}).",
                                "Check the nodes' logs in the trial's directory (proc/broker-*.log).") from None
             time.sleep(0.5)  # the quorum has no leader yet, or a node is still starting
@@ -152,9 +175,27 @@ def _create_and_wait(admin: KafkaAdminClient, topic: str, partitions: int, deadl
         admin.create_topics([NewTopic(topic, partitions, NODES)])
     except TopicAlreadyExistsError:
         pass  # a retry after a lost answer
+    _wait_for_leaders(admin, topic, partitions, deadline, timeout_s)
+
+
+def _grow_and_wait(admin: KafkaAdminClient, topic: str, partitions: int, deadline: float, timeout_s: float) -> None:
+    try:  # the total count; kafka-python 3's form (its `NewPartitions` is deprecated there)
+        admin.create_partitions({topic: partitions})
+    except InvalidPartitionsError:
+        if len(_partitions(admin, topic)) != partitions:  # fewer than it has, or a bad count: not a lost answer
+            raise
+    _wait_for_leaders(admin, topic, partitions, deadline, timeout_s)
+
+
+def _partitions(admin: KafkaAdminClient, topic: str) -> list[dict]:
+    """The topic's partitions in the metadata of the node asked."""
+    return admin.describe_topics([topic])[0].get("partitions", [])
+
+
+def _wait_for_leaders(admin: KafkaAdminClient, topic: str, partitions: int, deadline: float, timeout_s: float) -> None:
+    """Until the metadata names `partitions` partitions of `topic`, each with a leader."""
     while True:
-        described = admin.describe_topics([topic])[0]
-        led = [p for p in described.get("partitions", []) if p.get("leader_id", p.get("leader", -1)) >= 0]
+        led = [p for p in _partitions(admin, topic) if p.get("leader_id", p.get("leader", -1)) >= 0]
         if len(led) == partitions:
             return
         if time.monotonic() > deadline:

@@ -68,5 +68,6 @@ FAMILY = Family(
     session_timeout_ms=lambda config: CHANNEL_EXPIRED_TIMEOUT_MS,
     host_command=_host,
     brokers=RealBrokers("RocketMQ 4.9.7", broker.start, create_topic=broker.create_topic,
-                        name_server=broker.name_server, producer_command=_producer),
+                        add_partitions=broker.add_partitions, name_server=broker.name_server,
+                        producer_command=_producer),
     counterpart="rocketmq")

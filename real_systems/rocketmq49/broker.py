@@ -1,6 +1,7 @@
 """RocketMQ 4.9.7's servers as child JVMs of the trial: one name server, then the trial's brokers, each a master
 (`brokerId` 0) of its own name (`broker-<id>`, its own broker set), registered with that name server; the topic
-made on each broker as `mqadmin updateTopic` makes it; and the trial's producer on RocketMQ's own producer.
+made on each broker as `mqadmin updateTopic` makes it, and grown the same way (`add_partitions`); and the trial's
+producer on RocketMQ's own producer.
 
 Everything the processes address is on loopback: the brokers register `brokerIP1`/`brokerIP2` 127.0.0.1 with the
 name server, which is what every client is routed to, and every client is told the name server's loopback
@@ -132,3 +133,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
         raise LabError(f"Topic {topic} could not be made on RocketMQ's brokers.",
                        "Its output is below; check the brokers' logs in the trial's directory (proc/broker-*.log).",
                        details=tail(done.stdout + done.stderr))
+
+
+def add_partitions(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
+    """Grow `topic` to `partitions` as RocketMQ grows a topic: `mqadmin updateTopic` again with more queues, which
+    sends each broker the same UPDATE_AND_CREATE_TOPIC with its larger `readQueueNums`/`writeQueueNums`. So this is
+    `create_topic` with the new count: in the lab's layout each broker's share only grows (partition p stays queue
+    p div B of broker (p mod B) + 1), each broker replaces its topic config with the larger one and registers it
+    with the name server before it answers, and the wait ends when the route holds every queue. A queue's consume
+    queue is made on its first message."""
+    create_topic(bootstrap, topic, partitions, timeout_s)

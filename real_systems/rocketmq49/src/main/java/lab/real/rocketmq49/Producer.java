@@ -5,12 +5,17 @@ import lab.real.Trace;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
@@ -26,11 +31,22 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * sees as `MessageExt.getQueueOffset`). It does not resend (`retryTimesWhenSendAsyncFailed` 0): a failed send is
  * `produce_failed`.
  *
+ * Following the topic. It names each send's queue itself (`send(Message, MessageQueue, SendCallback)`), so
+ * RocketMQ's own queue selection, which reads the producer's route table (`topicPublishInfoTable`, refreshed from
+ * the name server every `pollNameServerInterval`, 30 s), is not used: the queues are the ones it reads itself. It
+ * starts with the `--partitions` it is given, and every `ROUTE_REFRESH_MS` asks the name server for the topic's
+ * route again (`fetchPublishMessageQueues`): when the route holds more queues (a `grow`: each broker's
+ * `writeQueueNums` raised), it writes to the new ones from the next batch on. It is the lab's load, not a system
+ * under test: a producer left to RocketMQ's selection would learn of them at its next route refresh, so that a
+ * design's delay to process the new queues would be the producer's as much as its own.
+ *
  * Arguments: --bootstrap <name server host:port> --topic T --partitions P [--rate R] --trial-dir D [--trial ID]
  * [--design NAME]
  */
 public final class Producer {
     private static final long INTERVAL_MS = 50;
+    /** How often it asks the name server for the topic's route (and so learns of new queues). */
+    private static final long ROUTE_REFRESH_MS = 250;
 
     private Producer() {}
 
@@ -57,39 +73,48 @@ public final class Producer {
         producer.setRetryTimesWhenSendAsyncFailed(0);
         producer.start();
         Layout layout = new Layout(topic);
-        MessageQueue[] queues = new MessageQueue[partitions];
+        AtomicReference<MessageQueue[]> queues = new AtomicReference<>();
         long deadline = System.currentTimeMillis() + 30_000;
         while (true) {
-            List<MessageQueue> all = producer.fetchPublishMessageQueues(topic);
-            if (all.size() == partitions) {
-                layout.learn(all);
-                for (MessageQueue mq : all) queues[layout.partition(mq)] = mq;
+            MessageQueue[] first = byPartition(layout, producer.fetchPublishMessageQueues(topic));
+            if (first != null && first.length >= partitions) {
+                queues.set(first);
                 break;
             }
             if (System.currentTimeMillis() > deadline) {
-                System.err.println("producer: the route of " + topic + " has " + all.size() + " queues, not " + partitions);
+                System.err.println("producer: the route of " + topic + " has " + (first == null ? "no whole set of"
+                        : first.length) + " queues, not " + partitions);
                 System.exit(1);
             }
             Thread.sleep(200);
         }
+        ScheduledExecutorService routes = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "producer-route");
+            t.setDaemon(true);
+            return t;
+        });
+        routes.scheduleWithFixedDelay(() -> refresh(producer, layout, queues), ROUTE_REFRESH_MS, ROUTE_REFRESH_MS,
+                TimeUnit.MILLISECONDS);
         AtomicLong produced = new AtomicLong();
         CountDownLatch stopped = new CountDownLatch(1);
         Thread sender = new Thread(() -> {
-            long[] sequence = new long[partitions];
+            long[] sequence = new long[0];
             double owed = 0;
             long next = System.nanoTime();
             try {
                 while (stopped.getCount() > 0) {
                     next += INTERVAL_MS * 1_000_000L;
                     long wait = (next - System.nanoTime()) / 1_000_000L;
-                    if (wait > 0 && stopped.await(wait, java.util.concurrent.TimeUnit.MILLISECONDS)) break;
+                    if (wait > 0 && stopped.await(wait, TimeUnit.MILLISECONDS)) break;
                     owed += rate * INTERVAL_MS / 1000.0;
                     int count = (int) owed;
                     owed -= count;
-                    for (int p = 0; p < partitions; p++) {
+                    MessageQueue[] now = queues.get();  // every partition it knows, those of a growth too
+                    if (now.length > sequence.length) sequence = Arrays.copyOf(sequence, now.length);
+                    for (int p = 0; p < now.length; p++) {
                         for (int k = 0; k < count; k++) {
                             String value = topic + "/" + p + "/" + sequence[p]++;
-                            send(producer, trace, produced, queues[p], p, value);
+                            send(producer, trace, produced, now[p], p, value);
                         }
                     }
                 }
@@ -100,6 +125,7 @@ public final class Producer {
         CountDownLatch done = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             stopped.countDown();
+            routes.shutdownNow();
             try {
                 sender.join(10_000);
                 Thread.sleep(500);  // the last sends' answers (loopback: well under this)
@@ -114,6 +140,36 @@ public final class Producer {
         sender.start();
         Lines.ready(Map.of("topic", topic, "rate", rate));
         done.await();
+    }
+
+    /**
+     * The route's queues by the lab's partition number (`Layout`), or null if they are not partitions 0..n-1 each
+     * once: a route read while a growth has reached some brokers and not the others may not be (the next read is).
+     */
+    static MessageQueue[] byPartition(Layout layout, List<MessageQueue> all) {
+        layout.learn(all);
+        MessageQueue[] out = new MessageQueue[all.size()];
+        for (MessageQueue mq : all) {
+            int p = layout.partition(mq);
+            if (p < 0 || p >= out.length || out[p] != null) return null;
+            out[p] = mq;
+        }
+        return out;
+    }
+
+    /** Ask the name server for the topic's route; if it holds more queues than the producer writes to, take them. */
+    private static void refresh(DefaultMQProducer producer, Layout layout, AtomicReference<MessageQueue[]> queues) {
+        try {
+            MessageQueue[] now = queues.get();
+            MessageQueue[] route = byPartition(layout, producer.fetchPublishMessageQueues(now[0].getTopic()));
+            if (route != null && route.length > now.length) {
+                queues.set(route);
+                System.err.println("producer: " + now[0].getTopic() + " has " + route.length + " queues (it wrote to "
+                        + now.length + ")");
+            }
+        } catch (Exception e) {  // the name server did not answer in time: the next period asks again
+            System.err.println("producer: the route could not be read: " + e);
+        }
     }
 
     private static void send(DefaultMQProducer producer, Trace trace, AtomicLong produced, MessageQueue mq,

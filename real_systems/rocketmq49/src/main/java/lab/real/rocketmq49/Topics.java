@@ -16,6 +16,11 @@ import org.apache.rocketmq.common.protocol.route.TopicRouteData;
  * registers the topic with the name server before it answers. Then wait until the name server's route holds
  * every queue (the name server's address is the brokers' own setting, `namesrvAddr`).
  *
+ * Run again with more partitions, it grows the topic as `mqadmin updateTopic` with a larger `-w`/`-r` does: each
+ * broker replaces its topic config with the larger queue counts (`TopicConfigManager.updateTopicConfig`) and
+ * registers it (`registerIncrementBrokerData`); the name server replaces that broker's queue data ("topic
+ * changed"). The layout only adds queues at the end of each broker's, so every existing queue keeps its partition.
+ *
  * Arguments: <topic> <partitions> <broker host:port>... (in broker order)
  */
 public final class Topics {
