@@ -167,6 +167,7 @@ public final class ConsumerHost {
         public void event(String kind, Map<String, Object> fields) {
             Map<String, Object> all = new LinkedHashMap<>(fields);
             all.putIfAbsent("member", consumerIdString);
+            if (kind.equals("owner_conflict")) all.putIfAbsent("topic", topic);  // 0.8's log line names only the partition
             trace.record(kind, all);
             if (kind.equals("rebalance_begin")) changed("rebalancing");
         }
@@ -195,7 +196,9 @@ public final class ConsumerHost {
 
         @Override
         public synchronized void gaveUp(String why) {
-            trace.record("rebalance_failed", Map.of("member", consumerIdString, "error", why));
+            // 0.8.2.2 gives up after rebalance.max.retries attempts (ConsumerConfig's default, 4)
+            trace.record("rebalance_failed", Map.of("member", consumerIdString, "error", why,
+                    "attempts", Integer.parseInt(props.getProperty("rebalance.max.retries", "4"))));
             gaveUp = true;
             changed("failed");
         }
