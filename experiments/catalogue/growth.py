@@ -68,7 +68,7 @@ REFRESH = {"classic": "metadata.max.age.ms", "kafka-python": "metadata.max.age.m
            "librdkafka": "topic.metadata.refresh.interval.ms"}
 PROFILES = {
     # the classic clients' refresh at 30 s instead of 300 s: a trial of the default would wait up to 5 minutes
-    "standard": {"consumers": [4], "partitions": 8, "grow_to": 16, "rate": 2.0, "seeds": 2, "refresh_ms": 30000,
+    "standard": {"consumers": [4], "partitions": 8, "grow_to": 16, "rate": 2.0, "seeds": 1, "refresh_ms": 30000,
                  "limit_s": 150.0},
     # the source text's scale, every default
     "full": {"consumers": [10], "partitions": 100, "grow_to": 1000, "rate": 0.5, "seeds": 3, "refresh_ms": None,
@@ -100,10 +100,10 @@ def _spec(design: str, n: int, partitions: int, grow_to: int, p: dict, seed: int
 def per_design(summary: pd.DataFrame) -> pd.DataFrame:
     """design, trials, and the medians of the growth's figures over the ok trials: learnt_ms, first_new_owned_ms,
     new_processing_ms, after_learning_ms (new_processing_ms - learnt_ms: the rebalance once the design knew),
-    generations, partitions_revoked, control_messages_per_change and new_unowned_partition_s."""
+    rebalance_attempts, generations, partitions_revoked, control_messages_per_change and new_unowned_partition_s."""
     rows = _grows(summary).assign(after_learning_ms=lambda t: t.new_processing_ms - t.learnt_ms)
-    columns = ["learnt_ms", "first_new_owned_ms", "new_processing_ms", "after_learning_ms", "generations",
-               "partitions_revoked", "control_messages_per_change", "new_unowned_partition_s"]
+    columns = ["learnt_ms", "first_new_owned_ms", "new_processing_ms", "after_learning_ms", "rebalance_attempts",
+               "generations", "partitions_revoked", "control_messages_per_change", "new_unowned_partition_s"]
     out = rows.groupby("design", as_index=False).agg(trials=("trial", "nunique"),
                                                      **{c: (c, "median") for c in columns})
     return out

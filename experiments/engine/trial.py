@@ -700,8 +700,9 @@ class _Scenario:
         and a ZooKeeper-mode real system's, rewrite the topic's znode with the new assignment (Kafka's
         `AdminUtils.addPartitions`: the controller elects the new leaders, the brokers and every watcher hear
         the change); for a system whose brokers keep no metadata in ZooKeeper, its own admin API
-        (`RealBrokers.add_partitions`). Recorded as `topic_grown` the moment the change is made, then the runner
-        waits for the new partitions' leaders; the group is then watched until it owns them all."""
+        (`RealBrokers.add_partitions`). Recorded as `topic_grown` the moment the change is made (through an admin
+        API: as the call starts, so RocketMQ's admin tool's start, about 0.6 s here, counts in the design's time),
+        then the runner waits for the new partitions' leaders; the group is then watched until it owns them all."""
         real = FAMILIES[self.spec.design].brokers
         before, self.topic_partitions = self.topic_partitions, partitions
         self.watch.partitions = partitions
