@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.catalogue import herd, split_brain, storm, zombie
+from experiments.catalogue import growth, herd, split_brain, storm, zombie
 from experiments.report import plotting
 from experiments.report.headline import headline
 from experiments.report.parts import STYLE, anchor, cell, table
@@ -114,7 +114,7 @@ def headline_figure(summary: pd.DataFrame, path: Path) -> Path | None:
 
 
 def takeaways(summary: pd.DataFrame, full_herd: pd.DataFrame | None) -> list[str]:
-    """Up to five sentences, each written only where the run has the trials it speaks of, each stating the run's
+    """Up to six sentences, each written only where the run has the trials it speaks of, each stating the run's
     own figures (no claim a figure could contradict) and pointing to the section that proves what they mean."""
     ok = summary[summary.status == "ok"]
     rows = headline(summary).set_index("design")
@@ -159,6 +159,15 @@ def takeaways(summary: pd.DataFrame, full_herd: pd.DataFrame | None) -> list[str
                    f"{cell(revoked['classic'])} partitions under the classic protocol, "
                    f"{cell(revoked['classic-coop'])} with cooperative rebalancing and "
                    f"{cell(revoked['classic-static'])} with static membership ([Storm](#storm)).")
+    grown = growth.per_design(ok).set_index("design")
+    if {"classic", "consumer-848"} <= set(grown.index):
+        def s(design: str, column: str) -> str:
+            return cell(grown.at[design, column] / 1000)
+        out.append(f"When the topic's partitions grew, the classic protocol's leader learnt of them after "
+                   f"{s('classic', 'learnt_ms')} s, at its metadata refresh, and its round then took "
+                   f"{s('classic', 'after_learning_ms')} s; KIP-848's coordinator learnt after "
+                   f"{s('consumer-848', 'learnt_ms')} s and the new partitions were all processed after "
+                   f"{s('consumer-848', 'new_processing_ms')} s ([Growth](#growth)).")
     return out
 
 
