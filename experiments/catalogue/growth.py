@@ -177,4 +177,5 @@ def _values(column: pd.Series, unit: str = "") -> str:
 
 #: 1: a topic grown under a stable group, every design
 EXPERIMENT = Experiment(NAME, QUESTION, DESIGNS, PROFILES, grid, findings,
-                        section="experiments.report.growth:growth_section", version=1)
+                        section="experiments.report.growth:growth_section", version=1,
+                        full_section="experiments.report.growth:growth_full_section")

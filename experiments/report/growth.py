@@ -6,6 +6,7 @@ setting's value from the consumer configs the run's consumers recorded.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -173,3 +174,35 @@ def _figure(t: pd.DataFrame, path: Path) -> Path:
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def growth_full_section(summary: pd.DataFrame, run: StoredRun) -> str:
+    """The growth experiment's full-profile run (`report/full_runs.py`): the source text's scale, every default."""
+    env, machine = run.env, run.env.get("machine", {})
+    command = re.sub(r" --out \S+", "", env.get("command", f"python -m experiments run {growth.NAME} --profile full"))
+    t = growth.per_design(summary)
+    trials = summary.drop_duplicates("trial")
+    figure = _figure(t, run.figures / "growth-full.png")
+    rows = t[["design", "trials", "learnt_ms", "first_new_owned_ms", "new_processing_ms", "partitions_revoked"]]
+    decides = [(d, _setting(run, d)) for d in t.design if settings_of(d) in LEARNS]
+    size = (f"{run.spec(growth.NAME, 'consumers')} consumers, {run.spec(growth.NAME, 'partitions')} to "
+            f"{run.spec(growth.NAME, 'grow_to')} partitions")
+    return f"""## Growth at full size: {size}
+
+KIP-848's figure was about ten consumers and a topic grown from 100 to 1,000 partitions. This is one run of the
+growth experiment's full profile at that scale, with every default (the classic clients' metadata refresh
+included), stored apart from the standard reproduction (`report/full/{growth.NAME}/`): `{command}`,
+{env.get('date', '?')}, lab commit `{env.get('lab_commit', '?')}`, on {machine.get('cpus', '?')} CPUs,
+{machine.get('memory_gib', '?')} GiB. {(trials.status == 'ok').sum()} of {len(trials)} trials ended ok.
+
+**What paces each design** (as its consumers recorded their settings):
+
+{table(["design", "paced by"], decides)}
+
+**Results** (medians per design, from the growth; "–": the lab does not trace when a real client learns):
+
+{table(["design", "trials", "learnt ms", "first new owned ms", "all new processed ms", "partitions revoked"],
+       rows.itertuples(index=False))}
+
+![growth at full size: learning, then using]({figure.relative_to(run.root).as_posix()})
+"""
