@@ -59,8 +59,9 @@ def beside(summary: pd.DataFrame, experiment: str, real: str, change: str, measu
                 ok = ok and within(theirs.loc[n], ours.loc[n], m.tolerance, m.absolute)
             pairs.append(f"N={n}: {theirs.loc[n]:,.0f} vs {ours.loc[n]:,.0f}" + ("" if counted else " (shown)"))
         parts.append(f"{m.what}: " + (", ".join(pairs) or "no trial of both"))
-    stated = "; ".join(f"{m.what} within ±{m.tolerance:.0%}" if m.tolerance
-                       else f"{m.what} within {m.absolute:g}" if m.absolute else f"{m.what} equal" for m in measures)
+    stated = "; ".join(f"{m.what} within ±{m.tolerance:.0%}" + (f" or {m.absolute:,g}" if m.absolute else "")
+                       if m.tolerance else f"{m.what} within {m.absolute:g}" if m.absolute else f"{m.what} equal"
+                       for m in measures)
     smallest = max(m.min_n for m in measures)
     return Finding(f"{real}-{change}-beside-{lab}",
                    f"{FAMILIES[real].label}, {change}: within the stated distance of the lab's {lab} ({stated}"
