@@ -12,6 +12,18 @@ is thrown away and a new JoinGroup sent (its `join_group_async`), and the
 leader's new JoinGroup starts a round; `experiments/catalogue/herd.py`
 (`_like_the_labs_consumer`) has what a trace showed of it.
 
+A leader that rejoins because its metadata changed (a topic grew: the growth
+experiment) can hang in kafka-python 3.0.12, found there and read in its code,
+not yet reproduced on purpose: nothing sets `rejoin_needed` for that rejoin
+(Java's client does, KAFKA-9815); `need_rejoin()` is true only while the
+leader's `_assignment_snapshot` differs from its `_metadata_snapshot`, and its
+own `_perform_assignment` makes them equal. When the 100 ms poll's wait for the
+JoinGroup-SyncGroup task runs out between the two answers, the next poll sees
+`need_rejoin()` false and never reads the finished task: the member stays
+REBALANCING, its heartbeat off, its share unowned, until the coordinator
+expires it (seen in 2 of about 7 growth trials on the lab's brokers; none yet on
+Kafka 3.9's own, where the same code runs). The lab leaves the library as it is.
+
     >>> config = configure({"bootstrap.servers": "127.0.0.1:9093", "group.id": "g", "session.timeout.ms": "6000",
     ...                     "partition.assignment.strategy": "cooperative-sticky"}, "c1")
     >>> config["session_timeout_ms"], config["client_id"], [a.name for a in config["partition_assignment_strategy"]]
