@@ -37,10 +37,12 @@ def test_the_first_figure_is_on_the_first_screen():
     assert "headline.png" in _lines()[first_figure - 1]
 
 
-def test_the_body_before_the_appendices_is_at_most_500_lines():
+def test_the_body_before_the_appendices_is_at_most_510_lines():
+    """The first screen and ten experiments' answers, each in about fifty lines (500 for nine, until the growth
+    experiment's section came; its results are one line, not a table, to keep it short)."""
     lines = _lines()
     assert "# Appendices" in lines
-    assert lines.index("# Appendices") <= 500
+    assert lines.index("# Appendices") <= 510
 
 
 def test_every_link_inside_the_report_has_its_heading():

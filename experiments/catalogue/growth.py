@@ -129,7 +129,7 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     out = []
     every = len(grows) > 0 and bool(grows.converged.all()) and bool(grows.new_processing_ms.notna().all())
     slowest = ", ".join(f"{d} {v / 1000:.1f} s" for d, v in t.new_processing_ms.dropna().items()) or "no trial"
-    out.append(Finding("grow-every-new-partition-consumed",
+    out.append(Finding("all-grow-new-partitions-consumed",
                        "Every design's group came to own every new partition once and processed each",
                        every and set(grows.design) == set(summary[summary.experiment == NAME].design),
                        f"medians until every new partition was processed: {slowest}"))
