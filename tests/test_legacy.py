@@ -5,8 +5,10 @@ import threading
 import time
 
 import pytest
-from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt, kazoo, wait_for
+from conftest import PARTITIONS, _produced, _start_producer, _wait_produced, interrupt, kazoo, produce_values, wait_for
 
+from lab_cluster.broker import zk_layout as L
+from lab_cluster.broker.admin import add_partitions, wait_for_metadata
 from lab_cluster.faultproxy import Mode
 from lab_cluster.faults import zk_link
 from lab_cluster.trace import TraceRecorder
@@ -38,14 +40,14 @@ class Group:
     def live(self):
         return [c for c in self.consumers if c.state is not ConsumerState.STOPPED]
 
-    def settle(self, timeout_s=60):
-        """Wait until every live consumer is CONSUMING and their shares cover every partition once."""
+    def settle(self, timeout_s=60, partitions=PARTITIONS):
+        """Wait until every live consumer is CONSUMING and their shares cover each of `partitions` once."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             live = self.live()
             owned = [key for c in live for key in c.assignment()]
             if all(c.state is ConsumerState.CONSUMING and not c._triggered.is_set() for c in live) \
-                    and sorted(owned) == [("t", p) for p in range(PARTITIONS)]:
+                    and sorted(owned) == [("t", p) for p in range(partitions)]:
                 return {c.consumer_id: sorted(p for _, p in c.assignment()) for c in live}
             time.sleep(0.05)
         raise AssertionError(f"group did not settle: {[(c.state, c.assignment()) for c in self.live()]}")
@@ -70,9 +72,9 @@ def group(cluster):
     g.stop_all()
 
 
-def _owner_znodes(cluster):
+def _owner_znodes(cluster, partitions=PARTITIONS):
     out = {}
-    for p in range(PARTITIONS):
+    for p in range(partitions):
         stat = cluster.zk.exists(f"{znodes.owner_path(GROUP, 't', p)}")
         if stat:
             out[p] = cluster.zk.get(znodes.owner_path(GROUP, "t", p))[0].decode()
@@ -562,3 +564,40 @@ def test_after_a_fetch_error_the_leader_finder_reads_the_brokers_from_zookeeper_
             fetcher.stop()
             stream.stop()
     assert reads
+
+
+def test_partitions_added_under_a_stable_group_are_heard_by_every_member_and_all_get_owners(group):
+    """A topic grown under the group (issue 39): 0.8.2.2's `ZKTopicPartitionChangeListener`
+    (`legacy_zk/topic_listener.py`; its unit tests, on a fake ZooKeeper, are `test_legacy_growth.py`)."""
+    grown, topic = PARTITIONS + 2, L.topic_path("t")
+    consumers = [group.add(f"c{i}") for i in range(2)]
+    group.settle()
+
+    def events(i, kind):
+        return [{**e, **_fields(e)} for e in group.events(i, kind)]
+
+    fired_before = [len([e for e in events(i, "zk_watch_fired") if e["path"] == topic]) for i in range(2)]
+    rebalances = [c.rebalances for c in consumers]
+
+    add_partitions(group.cluster.zk, "t", grown, [1, 2, 3])  # AdminUtils.addPartitions: the topic's znode rewritten
+    shares = group.settle(partitions=grown)
+
+    ordered = sorted(c.consumer_id for c in consumers)
+    assert [shares[cid] for cid in ordered] == [[0, 1, 2], [3, 4, 5]]  # 0.8's range: 6 over 2 sorted threads
+    believed = {p: thread for c in consumers for (_, p), thread in c.assignment().items()}
+    assert _owner_znodes(group.cluster, grown) == believed
+    for i, consumer in enumerate(consumers):
+        (seen,) = events(i, "partitions_seen")  # once per member, by its topic listener
+        assert (seen["member"], seen["topic"], seen["before"], seen["partitions"], seen["via"]) == \
+            (consumer.consumer_id, "t", PARTITIONS, grown, "listener")
+        fired = [e for e in events(i, "zk_watch_fired") if e["path"] == topic]
+        assert len(fired) == fired_before[i] + 1 and fired[-1]["event_type"] == "CHANGED"  # one notification
+        assert consumer.rebalances > rebalances[i] and consumer.topic_listener.known("t") == grown
+        assert events(i, "view")[-1]["partitions"] == {"t": grown}  # the rebalance read the topic's partitions again
+
+    # the new partitions are consumed: their owners' fetchers find the new leaders
+    wait_for_metadata(group.cluster.zk, "t", grown)
+    written = produce_values(group.cluster, 2, "grown")
+    assert sorted(written) == list(range(grown))
+    wait_for(lambda: {e["partition"] for i in range(2) for e in group.events(i, "processed")}
+             >= set(range(PARTITIONS, grown)), "the new partitions' records to be processed")

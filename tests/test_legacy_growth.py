@@ -2,24 +2,19 @@
 `ZKTopicPartitionChangeListener` (`legacy_zk/topic_listener.py`) hears it, records `partitions_seen`, and the
 rebalance it triggers reads the topic again and gives the new partitions owners.
 
-First without a server (zkclient's delivery to the listener, on a fake ZooKeeper), then against real brokers."""
+Here without a server: zkclient's delivery to the listener, on a fake ZooKeeper. The same growth against real
+brokers is `test_legacy.py`'s last test, on its group of consumers."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
-from conftest import PARTITIONS, produce_values, wait_for
+from conftest import wait_for
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent
 
 from lab_cluster.broker import zk_layout as L
-from lab_cluster.broker.admin import add_partitions, wait_for_metadata
 from lab_cluster.events import KINDS
-from lab_cluster.trace import TraceRecorder
-from legacy_zk import znodes
-from legacy_zk.config import ConsumerConfig
-from legacy_zk.consumer import ConsumerState, LegacyConsumer
 from legacy_zk.topic_listener import TopicPartitionChangeListener
 from legacy_zk.watches import EventThread, GroupWatches
 
@@ -124,94 +119,3 @@ def test_a_growth_missed_while_disconnected_reaches_the_listener_on_reconnecting
     assert rewatched["moved"] == [TOPIC]
     assert [(f["before"], f["partitions"]) for f in trace.of("partitions_seen")] == [(4, 5), (5, 7)]
     assert triggered == ["topic", "topic"]
-
-
-# -- real brokers and ZooKeeper ------------------------------------------------------------------------------------
-GROUP = "g"
-GROWN = 6
-FAST = {"zookeeper.session.timeout.ms": 4000, "rebalance.backoff.ms": 200, "auto.offset.reset": "smallest",
-        "auto.commit.interval.ms": 500}
-
-
-class Group:
-    def __init__(self, cluster):
-        self.cluster = cluster
-        self.consumers: list[LegacyConsumer] = []
-        self.traces: list[TraceRecorder] = []
-
-    def add(self, name: str) -> LegacyConsumer:
-        props = {"group.id": GROUP, "zookeeper.connect": self.cluster.connect, **FAST}
-        trace = TraceRecorder(self.cluster.dir, trial="t", design="zookeeper", actor=name)
-        self.traces.append(trace)
-        self.consumers.append(LegacyConsumer(ConsumerConfig.from_dict(props), ["t"], trace).start())
-        return self.consumers[-1]
-
-    def settle(self, partitions: int, timeout_s: float = 60):
-        """Every consumer CONSUMING with no rebalance pending, their registries own each of `partitions` once, and
-        the owner znodes say the same; then {consumer id: its partitions}."""
-        every = [("t", p) for p in range(partitions)]
-
-        def settled():
-            believed = {key: thread for c in self.consumers for key, thread in c.assignment().items()}
-            owned = sorted(key for c in self.consumers for key in c.assignment())
-            return (all(c.state is ConsumerState.CONSUMING and not c._triggered.is_set() for c in self.consumers)
-                    and owned == every and self._owner_znodes(partitions) == believed)
-
-        wait_for(settled, f"the group to own partitions 0-{partitions - 1}, each once", timeout_s)
-        return {c.consumer_id: sorted(p for _, p in c.assignment()) for c in self.consumers}
-
-    def _owner_znodes(self, partitions: int) -> dict:
-        out = {}
-        for p in range(partitions):
-            try:
-                out[("t", p)] = self.cluster.zk.get(znodes.owner_path(GROUP, "t", p))[0].decode()
-            except NoNodeError:
-                pass
-        return out
-
-    def events(self, index: int, kind: str) -> list[dict]:
-        self.traces[index].flush()
-        events = [json.loads(line) for line in self.traces[index].path.read_text().splitlines()]
-        return [{**e, **json.loads(e.get("fields") or "{}")} for e in events if e["kind"] == kind]
-
-    def stop_all(self):
-        for c in self.consumers:
-            c.stop()
-        for t in self.traces:
-            t.close()
-
-
-def test_partitions_added_under_a_stable_group_are_heard_by_every_member_and_all_get_owners(cluster):
-    group = Group(cluster)
-    try:
-        consumers = [group.add(f"c{i}") for i in range(2)]
-        group.settle(PARTITIONS)
-        fired_before = [len([e for e in group.events(i, "zk_watch_fired") if e["path"] == TOPIC]) for i in range(2)]
-        rebalances = [c.rebalances for c in consumers]
-
-        add_partitions(cluster.zk, "t", GROWN, [1, 2, 3])  # AdminUtils.addPartitions: the topic's znode rewritten
-        shares = group.settle(GROWN)
-
-        ordered = sorted(c.consumer_id for c in consumers)
-        assert [shares[cid] for cid in ordered] == [[0, 1, 2], [3, 4, 5]]  # 0.8's range: 6 over 2 sorted threads
-        for i, consumer in enumerate(consumers):
-            (seen,) = group.events(i, "partitions_seen")  # once per member, by its topic listener
-            assert (seen["member"], seen["topic"], seen["before"], seen["partitions"], seen["via"]) == \
-                (consumer.consumer_id, "t", PARTITIONS, GROWN, "listener")
-            fired = [e for e in group.events(i, "zk_watch_fired") if e["path"] == TOPIC]
-            assert len(fired) == fired_before[i] + 1 and fired[-1]["event_type"] == "CHANGED"  # one notification
-            assert consumer.rebalances > rebalances[i] and consumer.topic_listener.known("t") == GROWN
-            views = group.events(i, "view")
-            assert views[-1]["partitions"] == {"t": GROWN}  # the rebalance read the topic's partitions again
-
-        # the new partitions are consumed: their owners' fetchers find the new leaders
-        wait_for_metadata(cluster.zk, "t", GROWN)
-        written = produce_values(cluster, 2, "grown")
-        assert sorted(written) == list(range(GROWN))
-
-        def processed():
-            return {e["partition"] for i in range(2) for e in group.events(i, "processed")}
-
-        wait_for(lambda: processed() >= set(range(PARTITIONS, GROWN)), "the new partitions' records to be processed")
-    finally:
-        group.stop_all()
