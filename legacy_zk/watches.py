@@ -177,21 +177,21 @@ class GroupWatches:
         self.events.send("rewatch", self._rewatch)
 
     def _rewatch(self) -> None:
-        moved, moved_data = [], []
+        moved_children, moved_data = [], {}  # moved_data: path -> what the re-arming read found
         for path in self.child_paths:
             before = self._seen.get(path)
             if self._rearm_children(path, why="rewatch") != before:
-                moved.append(path)
+                moved_children.append(path)
         for path in self.data_paths:
             before = self._seen.get(path)
             read = self._rearm_data(path, why="rewatch")
             if self._seen.get(path) != before:
-                moved.append(path)
-                moved_data.append((path, read))
-        self.trace.record("zk_rewatched", paths=self.child_paths + self.data_paths, moved=moved)
-        if len(moved) > len(moved_data):  # a child path moved
+                moved_data[path] = read
+        self.trace.record("zk_rewatched", paths=self.child_paths + self.data_paths,
+                          moved=moved_children + list(moved_data))
+        if moved_children:
             self.on_change()
-        for path, read in moved_data:
+        for path, read in moved_data.items():
             self._to_data_listener(path, *read)
 
     def fire_all(self) -> None:

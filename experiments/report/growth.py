@@ -31,9 +31,7 @@ TABLE = [("design", "design"), ("trials", "trials"), ("learnt_ms", "learnt ms"),
 #: the setting lives when it is not the consumer's)
 LEARNS = {
     "zookeeper": ("every consumer's watch on the topic's znode fires at once", None, "no setting: at once"),
-    "classic": ("the leader's metadata refresh, then a rejoin", "metadata.max.age.ms", ""),
-    "kafka-python": ("the leader's metadata refresh, then a rejoin", "metadata.max.age.ms", ""),
-    "librdkafka": ("the leader's metadata refresh, then a rejoin", "topic.metadata.refresh.interval.ms", ""),
+    **{d: ("the leader's metadata refresh, then a rejoin", key, "") for d, key in growth.REFRESH.items()},
     "consumer-848": ("the coordinator reads its broker's metadata at a member's next heartbeat",
                      None, "`group.consumer.heartbeat.interval.ms` on the broker, 5 s"),
     "rocketmq": ("each consumer's route refresh, then its next periodic rebalance", "pollNameServerInterval",
@@ -83,9 +81,10 @@ ones too):
                          if not FAMILIES[r.design].counterpart)
     short = (f"**Results** (medians, seconds: learning of the new partitions + then until every new one was "
              f"processed = in all; \"–\": a real client, which the lab does not trace inside): {figures_}.")
-    return Section("Growth", growth.QUESTION, findings_list(growth.findings(summary)),
+    checked = growth.findings(summary)
+    return Section("Growth", growth.QUESTION, findings_list(checked),
                    f"![growth: learning of new partitions, then using them]({figure.relative_to(root).as_posix()})",
-                   short, _takeaway(t, summary, run), reproduce_line(growth.NAME, env), appendix,
+                   short, _takeaway(t, {f.id: f for f in checked}, run), reproduce_line(growth.NAME, env), appendix,
                    "experiments/catalogue/growth.py: findings", WHY)
 
 
@@ -104,11 +103,10 @@ def _setting(run: StoredRun, design: str) -> str:
     return f"{shown} {where}".strip()
 
 
-def _takeaway(t: pd.DataFrame, summary: pd.DataFrame, run: StoredRun) -> str:
-    """The answer, with the run's own figures, and as its findings say: whether the classic protocol's wait was
-    mostly its refresh."""
+def _takeaway(t: pd.DataFrame, checked: dict, run: StoredRun) -> str:
+    """The answer, with the run's own figures, and as its findings (`checked`, by id) say: whether the classic
+    protocol's wait was mostly its refresh."""
     by = t.set_index("design")
-    checked = {f.id: f for f in growth.findings(summary)}
 
     def s(design: str, column: str) -> str:
         return cell(by.loc[design, column] / 1000) if design in by.index else "–"

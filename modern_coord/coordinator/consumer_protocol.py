@@ -180,10 +180,10 @@ class ConsumerGroupHeartbeats:
         if updated.subscribed_topics != member.subscribed_topics or metadata != group.subscription_metadata:
             grew = self._partitions_seen(group, metadata)
             group.subscription_metadata = metadata
-            self._bump(group, "; ".join(
-                ([f"member {member_id} joined or changed its subscription"]
-                 if updated.subscribed_topics != member.subscribed_topics or not grew else [])
-                + ([f"the partition count of {', '.join(grew)} changed"] if grew else [])))
+            reasons = [f"the partition count of {', '.join(grew)} changed"] if grew else []
+            if updated.subscribed_topics != member.subscribed_topics or not grew:
+                reasons.insert(0, f"member {member_id} joined or changed its subscription")
+            self._bump(group, "; ".join(reasons))
             changed = True
 
         # 2. the target assignment, if the group epoch moved past it
